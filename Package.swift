@@ -1,0 +1,49 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+  name: "Darkroom",
+  platforms: [.macOS(.v15)],
+  products: [
+    .library(name: "Darkroom", targets: ["Darkroom"]),
+    .library(name: "DarkroomCore", targets: ["DarkroomCore"]),
+    .library(name: "DarkroomVips", targets: ["DarkroomVips"]),
+    .library(name: "DarkroomTesting", targets: ["DarkroomTesting"]),
+    .executable(name: "darkroom", targets: ["darkroom"]),
+    .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
+  ],
+  dependencies: [
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
+  ],
+  targets: [
+    .systemLibrary(
+      name: "CVips",
+      pkgConfig: "vips",
+      providers: [.apt(["libvips-dev"])]
+    ),
+    .target(name: "CVipsShim", dependencies: ["CVips"]),
+    .target(name: "DarkroomCore", swiftSettings: strict),
+    .target(name: "DarkroomVips", dependencies: ["DarkroomCore", "CVips", "CVipsShim"], swiftSettings: strict),
+    .target(name: "Darkroom", dependencies: ["DarkroomCore", "DarkroomVips"], swiftSettings: strict),
+    .target(name: "DarkroomTesting", dependencies: ["Darkroom"], swiftSettings: strict),
+    .executableTarget(
+      name: "darkroom",
+      dependencies: ["Darkroom", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+      swiftSettings: strict
+    ),
+    .plugin(
+      name: "ValidatePipelines",
+      capability: .command(
+        intent: .custom(verb: "validate-pipelines", description: "Validate every Darkroom pipeline JSON file in the package"),
+        permissions: []
+      ),
+      dependencies: ["darkroom"]
+    ),
+    .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(name: "DarkroomTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(name: "darkroomTests", dependencies: ["Darkroom", "DarkroomTesting", "darkroom"], swiftSettings: strict),
+  ]
+)

@@ -1,0 +1,74 @@
+// Fixed-arity wrappers for the parts of libvips Swift cannot call: varargs operations
+// (vips_resize(in, &out, scale, "kernel", k, NULL)…) and macros (VIPS_INIT).
+//
+// Ownership: every `VipsImage **out` receives a new reference owned by the caller (release it
+// with g_object_unref, which Swift's VipsImage wrapper does in deinit). Every `void **buf` from a
+// saver receives memory owned by the caller, freed with g_free. Every function returns 0 on
+// success and -1 on failure, with the reason in libvips' error buffer (read it with
+// vips_error_buffer_copy, which the Swift side does at the failing call).
+#ifndef DARKROOM_CVIPSSHIM_H
+#define DARKROOM_CVIPSSHIM_H
+
+#include <stddef.h>
+#include <vips/vips.h>
+
+// Formats the loaders below accept; the values match ImageFormat in DarkroomVips.
+typedef enum {
+  DR_FORMAT_JPEG = 1,
+  DR_FORMAT_PNG = 2,
+  DR_FORMAT_GIF = 3,
+  DR_FORMAT_WEBP = 4,
+  DR_FORMAT_TIFF = 5,
+  DR_FORMAT_HEIF = 6,
+} DrFormat;
+
+// VIPS_INIT is a macro; also blocks untrusted loaders and disables the operation cache (a
+// server processes each image once; the cache would only grow). Call once per process.
+int dr_init(const char *argv0);
+
+// The libvips version as "major.minor.micro".
+const char *dr_version(void);
+
+// Loads an image of `format` from memory that must outlive every image made from it. Only the
+// format-specific loader runs (never libvips' own format sniffing). `shrink` (JPEG, 1/2/4/8)
+// and `scale` (WebP, 0 < scale <= 1) reduce on load; `thumbnail` (HEIF) loads the embedded
+// thumbnail; `fail_on` is a VipsFailOn; `sequential` selects VIPS_ACCESS_SEQUENTIAL.
+int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, double scale, int thumbnail,
+                   VipsFailOn fail_on, int sequential, VipsImage **out);
+
+// Geometry and colour (each wraps one varargs operation).
+int dr_autorot(VipsImage *in, VipsImage **out);
+int dr_icc_to_srgb(VipsImage *in, int embedded, const char *fallback_profile, VipsImage **out);
+int dr_colourspace(VipsImage *in, VipsInterpretation space, VipsImage **out);
+int dr_cast(VipsImage *in, VipsBandFormat format, VipsImage **out);
+int dr_crop(VipsImage *in, int left, int top, int width, int height, VipsImage **out);
+int dr_smartcrop(VipsImage *in, int width, int height, VipsInteresting interesting, VipsImage **out);
+int dr_gravity(VipsImage *in, VipsCompassDirection direction, int width, int height, const double *background,
+               int n_background, VipsImage **out);
+int dr_resize(VipsImage *in, double hscale, double vscale, VipsKernel kernel, VipsImage **out);
+int dr_premultiply(VipsImage *in, VipsImage **out);
+int dr_unpremultiply(VipsImage *in, VipsImage **out);
+int dr_flatten(VipsImage *in, const double *background, int n_background, VipsImage **out);
+int dr_extract_bands(VipsImage *in, int first, int n, VipsImage **out);
+int dr_avg(VipsImage *in, double *out);
+
+// Savers to memory (`*buf` is owned by the caller: g_free). `strip` removes metadata.
+int dr_jpegsave_buffer(VipsImage *in, int quality, int progressive, int strip, void **buf, size_t *len);
+int dr_pngsave_buffer(VipsImage *in, int compression, int palette, int quality, int strip, void **buf, size_t *len);
+int dr_webpsave_buffer(VipsImage *in, int quality, int lossless, int effort, int strip, void **buf, size_t *len);
+int dr_avifsave_buffer(VipsImage *in, int quality, int effort, int lossless, int strip, void **buf, size_t *len);
+int dr_gifsave_buffer(VipsImage *in, int effort, int strip, void **buf, size_t *len);
+
+// libvips reports many loader problems (a damaged PNG header, say) only as GLib warnings in the
+// "VIPS" log domain, not in its error buffer. dr_init installs a handler that keeps the last such
+// warning per thread (instead of printing it); dr_take_warning copies it into `buffer` (at most
+// `size` bytes, NUL-terminated), clears it, and returns its length (0 when there was none).
+size_t dr_take_warning(char *buffer, size_t size);
+
+// Whether the image has an embedded ICC profile.
+int dr_has_icc(VipsImage *in);
+
+// Asks libvips to stop evaluating `image` (cancellation): pending computations fail quickly.
+void dr_kill(VipsImage *image);
+
+#endif

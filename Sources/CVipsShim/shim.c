@@ -1,0 +1,149 @@
+#include "CVipsShim.h"
+
+#include <string.h>
+
+static __thread char last_warning[512];
+
+static void dr_log_handler(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {
+  (void)domain;
+  (void)level;
+  (void)data;
+  if (!message) return;
+  size_t used = strlen(last_warning);
+  // Keep the first warning of a sequence and append the following ones while they fit.
+  if (used > 0 && used + 3 < sizeof last_warning) {
+    strncat(last_warning, " | ", sizeof last_warning - used - 1);
+    used = strlen(last_warning);
+  }
+  if (used + 1 < sizeof last_warning) strncat(last_warning, message, sizeof last_warning - used - 1);
+}
+
+size_t dr_take_warning(char *buffer, size_t size) {
+  size_t length = strlen(last_warning);
+  if (buffer && size > 0) {
+    size_t n = length < size - 1 ? length : size - 1;
+    memcpy(buffer, last_warning, n);
+    buffer[n] = 0;
+  }
+  last_warning[0] = 0;
+  return length;
+}
+
+int dr_init(const char *argv0) {
+  if (VIPS_INIT(argv0 ? argv0 : "darkroom")) return -1;
+  g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE, dr_log_handler, NULL);
+  // Loaders of formats Darkroom does not trust (ImageMagick, PDF, SVG, JPEG 2000, Matlab…) are
+  // marked untrusted by libvips; refuse them even if something asks for them by name.
+  vips_block_untrusted_set(TRUE);
+  // Every image is processed once: the operation cache would only hold memory.
+  vips_cache_set_max(0);
+  vips_cache_set_max_mem(0);
+  vips_cache_set_max_files(0);
+  return 0;
+}
+
+const char *dr_version(void) { return vips_version_string(); }
+
+int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, double scale, int thumbnail,
+                   VipsFailOn fail_on, int sequential, VipsImage **out) {
+  VipsAccess access = sequential ? VIPS_ACCESS_SEQUENTIAL : VIPS_ACCESS_RANDOM;
+  // The loaders take a non-const pointer but only read from it.
+  void *data = (void *)buf;
+  switch (format) {
+  case DR_FORMAT_JPEG:
+    return vips_jpegload_buffer(data, len, out, "access", access, "fail_on", fail_on, "shrink", shrink > 0 ? shrink : 1,
+                                "autorotate", FALSE, NULL);
+  case DR_FORMAT_PNG:
+    return vips_pngload_buffer(data, len, out, "access", access, "fail_on", fail_on, "unlimited", FALSE, NULL);
+  case DR_FORMAT_GIF:
+    return vips_gifload_buffer(data, len, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, NULL);
+  case DR_FORMAT_WEBP:
+    return vips_webpload_buffer(data, len, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, "scale",
+                                scale > 0 ? scale : 1.0, NULL);
+  case DR_FORMAT_TIFF:
+    return vips_tiffload_buffer(data, len, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, NULL);
+  case DR_FORMAT_HEIF:
+    return vips_heifload_buffer(data, len, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, "thumbnail",
+                                thumbnail ? TRUE : FALSE, "unlimited", FALSE, NULL);
+  }
+  vips_error("darkroom", "unknown format %d", (int)format);
+  return -1;
+}
+
+int dr_autorot(VipsImage *in, VipsImage **out) { return vips_autorot(in, out, NULL); }
+
+int dr_icc_to_srgb(VipsImage *in, int embedded, const char *fallback_profile, VipsImage **out) {
+  if (fallback_profile)
+    return vips_icc_transform(in, out, "srgb", "embedded", embedded ? TRUE : FALSE, "input_profile", fallback_profile,
+                              "intent", VIPS_INTENT_PERCEPTUAL, NULL);
+  return vips_icc_transform(in, out, "srgb", "embedded", embedded ? TRUE : FALSE, "intent", VIPS_INTENT_PERCEPTUAL, NULL);
+}
+
+int dr_colourspace(VipsImage *in, VipsInterpretation space, VipsImage **out) { return vips_colourspace(in, out, space, NULL); }
+
+int dr_cast(VipsImage *in, VipsBandFormat format, VipsImage **out) { return vips_cast(in, out, format, NULL); }
+
+int dr_crop(VipsImage *in, int left, int top, int width, int height, VipsImage **out) {
+  return vips_crop(in, out, left, top, width, height, NULL);
+}
+
+int dr_smartcrop(VipsImage *in, int width, int height, VipsInteresting interesting, VipsImage **out) {
+  return vips_smartcrop(in, out, width, height, "interesting", interesting, NULL);
+}
+
+int dr_gravity(VipsImage *in, VipsCompassDirection direction, int width, int height, const double *background,
+               int n_background, VipsImage **out) {
+  VipsArrayDouble *bg = vips_array_double_new(background, n_background);
+  int result = vips_gravity(in, out, direction, width, height, "extend", VIPS_EXTEND_BACKGROUND, "background", bg, NULL);
+  vips_area_unref(VIPS_AREA(bg));
+  return result;
+}
+
+int dr_resize(VipsImage *in, double hscale, double vscale, VipsKernel kernel, VipsImage **out) {
+  return vips_resize(in, out, hscale, "vscale", vscale, "kernel", kernel, NULL);
+}
+
+int dr_premultiply(VipsImage *in, VipsImage **out) { return vips_premultiply(in, out, NULL); }
+
+int dr_unpremultiply(VipsImage *in, VipsImage **out) { return vips_unpremultiply(in, out, NULL); }
+
+int dr_flatten(VipsImage *in, const double *background, int n_background, VipsImage **out) {
+  VipsArrayDouble *bg = vips_array_double_new(background, n_background);
+  int result = vips_flatten(in, out, "background", bg, NULL);
+  vips_area_unref(VIPS_AREA(bg));
+  return result;
+}
+
+int dr_extract_bands(VipsImage *in, int first, int n, VipsImage **out) {
+  return vips_extract_band(in, out, first, "n", n, NULL);
+}
+
+int dr_avg(VipsImage *in, double *out) { return vips_avg(in, out, NULL); }
+
+int dr_jpegsave_buffer(VipsImage *in, int quality, int progressive, int strip, void **buf, size_t *len) {
+  return vips_jpegsave_buffer(in, buf, len, "Q", quality, "interlace", progressive ? TRUE : FALSE, "strip",
+                              strip ? TRUE : FALSE, NULL);
+}
+
+int dr_pngsave_buffer(VipsImage *in, int compression, int palette, int quality, int strip, void **buf, size_t *len) {
+  return vips_pngsave_buffer(in, buf, len, "compression", compression, "palette", palette ? TRUE : FALSE, "Q", quality,
+                             "strip", strip ? TRUE : FALSE, NULL);
+}
+
+int dr_webpsave_buffer(VipsImage *in, int quality, int lossless, int effort, int strip, void **buf, size_t *len) {
+  return vips_webpsave_buffer(in, buf, len, "Q", quality, "lossless", lossless ? TRUE : FALSE, "effort", effort, "strip",
+                              strip ? TRUE : FALSE, NULL);
+}
+
+int dr_avifsave_buffer(VipsImage *in, int quality, int effort, int lossless, int strip, void **buf, size_t *len) {
+  return vips_heifsave_buffer(in, buf, len, "Q", quality, "effort", effort, "lossless", lossless ? TRUE : FALSE,
+                              "compression", VIPS_FOREIGN_HEIF_COMPRESSION_AV1, "strip", strip ? TRUE : FALSE, NULL);
+}
+
+int dr_gifsave_buffer(VipsImage *in, int effort, int strip, void **buf, size_t *len) {
+  return vips_gifsave_buffer(in, buf, len, "effort", effort, "strip", strip ? TRUE : FALSE, NULL);
+}
+
+int dr_has_icc(VipsImage *in) { return vips_image_get_typeof(in, VIPS_META_ICC_NAME) != 0; }
+
+void dr_kill(VipsImage *image) { vips_image_set_kill(image, TRUE); }

@@ -1,0 +1,65 @@
+@_exported import DarkroomCore
+@_exported import DarkroomVips
+
+/// Darkroom's front door: the standard stage registry and one-time set-up.
+///
+/// ```swift
+/// import Darkroom
+///
+/// try Darkroom.bootstrap()
+/// let graph = try PipelineDefinition.load(contentsOf: "thumbnail.json", registry: Darkroom.standardRegistry)
+/// let operation = PipelineExecutor().start(graph, input: ImageSource("photo.jpg"), as: (any Sendable).self)
+/// print(try await operation.value)
+/// ```
+public enum Darkroom {
+  /// Initialises the image library (once per process; later calls do nothing). Stages also do
+  /// this on first use; calling it at start-up surfaces a broken installation early.
+  /// `vipsConcurrency` sets libvips' threads per image (default 1: Darkroom parallelises across
+  /// images).
+  public static func bootstrap(vipsConcurrency: Int = 1) throws(PipelineError) {
+    try Vips.initialize()
+    Vips.setConcurrency(vipsConcurrency)
+  }
+
+  /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `encode`, `write`.
+  public static var standardRegistry: StageRegistry {
+    var registry = StageRegistry()
+    registry.register(
+      "fetch", summary: "Reads the source: a local path or file:// URL (confined to `root` when set).",
+      options: FetchOptions.self
+    ) { options, context in
+      Fetcher(maxBytes: options.maxBytes, root: options.root ?? context.allowedRoot)
+    }
+    registry.register(
+      "decode", summary: "Decodes JPEG, PNG, GIF, WebP, TIFF or HEIF/AVIF bytes (sniffed, trusted loaders only) into an image.",
+      options: DecodeOptions.self
+    ) { options, _ in
+      Decoder(maxPixels: options.maxPixels, autoRotate: options.autoRotate, convertToSRGB: options.convertToSRGB, lenient: options.lenient)
+    }
+    registry.register(
+      "crop", summary: "Keeps part of the image: a relative or pixel rectangle, a box at a gravity, or a smart crop.",
+      options: CropOptions.self
+    ) { options, _ in
+      Cropper(options.region)
+    }
+    registry.register(
+      "resize", summary: "Scales the image to a box: fit, fill, stretch or center, with a choice of kernel.",
+      options: ResizeOptions.self
+    ) { options, _ in
+      options.resizer
+    }
+    registry.register(
+      "encode", summary: "Encodes the image as JPEG, PNG, WebP, AVIF or GIF (metadata stripped by default).",
+      options: EncodeOptions.self
+    ) { options, _ in
+      options.encoder
+    }
+    registry.register(
+      "write", summary: "Writes the encoded image into the output directory under a templated name, atomically.",
+      options: WriteOptions.self
+    ) { options, context in
+      Writer(directory: options.directory ?? context.outputDirectory ?? ".", template: options.template, overwrite: options.overwrite)
+    }
+    return registry
+  }
+}

@@ -1,0 +1,125 @@
+extension PipelineDefinition {
+  /// Walks a parsed definition, collecting issues.
+  struct Loader {
+    let registry: StageRegistry
+    let context: StageBuildContext
+    var issues: [PipelineError.Issue] = []
+
+    init(registry: StageRegistry, context: StageBuildContext) {
+      self.registry = registry
+      self.context = context
+    }
+
+    mutating func issue(_ path: String, _ message: String, code: PipelineError.Code = .invalidDefinition) {
+      issues.append(.init(code: code, path: path, message: message))
+    }
+
+    mutating func build(_ document: JSONValue, defaultName: String) -> StageGraph? {
+      guard case .object(let members) = document else {
+        issue("", "a pipeline definition is a JSON object like {\"version\": 1, \"stages\": [...]}, got \(document.kindDescription)")
+        return nil
+      }
+      for (key, _) in members where !PipelineDefinition.rootKeys.contains(key) {
+        var message = "unknown key \"\(key)\""
+        if let guess = Suggestion.closest(to: key, in: PipelineDefinition.rootKeys) { message += "; did you mean \"\(guess)\"?" }
+        issue(key, message + " (allowed: " + PipelineDefinition.rootKeys.joined(separator: ", ") + ")")
+      }
+      checkVersion(document["version"])
+      var name = defaultName
+      if let value = document["name"] {
+        if case .string(let text) = value, !text.isEmpty { name = text } else { issue("name", "expected a non-empty string, got \(value)") }
+      }
+      if let value = document["description"], case .string = value {} else if let value = document["description"] {
+        issue("description", "expected a string, got \(value)")
+      }
+      var fusion = true
+      if let value = document["fusion"] {
+        if case .bool(let flag) = value { fusion = flag } else { issue("fusion", "expected true or false, got \(value)") }
+      }
+      guard let stagesValue = document["stages"] else {
+        issue("", "the key \"stages\" is missing: list the stages, e.g. \"stages\": [{\"stage\": \"fetch\"}, {\"stage\": \"decode\"}]")
+        return nil
+      }
+      guard case .array(let items) = stagesValue, !items.isEmpty else {
+        issue("stages", "expected a non-empty array of stage objects, got \(stagesValue)")
+        return nil
+      }
+      let stages = items.enumerated().map { buildStage($1, path: "stages[\($0)]") }
+      checkNeighbours(stages)
+      guard issues.isEmpty else { return nil }
+      return StageGraph(trusting: name, stages: stages.compactMap { $0 }, fusion: fusion)
+    }
+
+    mutating func checkVersion(_ value: JSONValue?) {
+      let supported = PipelineDefinition.supportedVersions.map(String.init).joined(separator: ", ")
+      guard let value else {
+        issue("version", "the key \"version\" is missing: add \"version\": 1")
+        return
+      }
+      guard let version = value.intValue else {
+        issue("version", "expected an integer version (\(supported)), got \(value)")
+        return
+      }
+      if !PipelineDefinition.supportedVersions.contains(version) {
+        issue("version", "unsupported version \(version): this Darkroom reads version \(supported); update Darkroom or rewrite the file for version \(supported)")
+      }
+    }
+
+    mutating func buildStage(_ value: JSONValue, path: String) -> AnyStage? {
+      guard case .object(let members) = value else {
+        issue(path, "expected a stage object like {\"stage\": \"decode\"}, got \(value)")
+        return nil
+      }
+      guard let kindValue = value["stage"] else {
+        issue(path, "the key \"stage\" is missing: name the stage kind, one of " + registry.kinds.map { "\"\($0)\"" }.joined(separator: ", "))
+        return nil
+      }
+      guard case .string(let kind) = kindValue else {
+        issue("\(path).stage", "expected a stage kind string, got \(kindValue)")
+        return nil
+      }
+      guard let entry = registry.entry(for: kind) else {
+        var message = "unknown stage kind \"\(kind)\""
+        if let guess = Suggestion.closest(to: kind, in: registry.kinds) {
+          message += "; did you mean \"\(guess)\"?"
+        } else {
+          message += "; known kinds: " + registry.kinds.joined(separator: ", ")
+        }
+        issue("\(path).stage", message, code: .unknownStage)
+        return nil
+      }
+      let (filled, optionIssues) = OptionValidator.validate(
+        members, specs: entry.specs, path: path, owner: "\"\(kind)\"", ignoring: ["stage"])
+      guard optionIssues.isEmpty else {
+        issues += optionIssues
+        return nil
+      }
+      do {
+        return try entry.make(filled, context)
+      } catch let problems as OptionProblems {
+        for problem in problems.problems { issue(problem.option.map { "\(path).\($0)" } ?? path, problem.message) }
+      } catch let error as PipelineError {
+        issue(path, error.message, code: error.code)
+      } catch {
+        issue(path, "\"\(kind)\" could not be created: \(error)")
+      }
+      return nil
+    }
+
+    mutating func checkNeighbours(_ stages: [AnyStage?]) {
+      if let first = stages.first, let first, !first.accepts(ImageSource.self) {
+        var message = "stages[0] \"\(first.kind)\" needs \(valueDescription(of: first.inputType)) but a pipeline starts from a source"
+        if let bridge = registry.kinds(from: ImageSource.self, to: first.inputType).first {
+          message += ": add a \"\(bridge)\" stage first"
+        } else if let fetch = registry.kinds(producing: first.inputType).first {
+          message += ": start with stages that produce it, such as \"\(fetch)\""
+        }
+        issue("stages[0]", message, code: .typeMismatch)
+      }
+      for index in stages.indices.dropFirst() {
+        guard let previous = stages[index - 1], let next = stages[index], !previous.feeds(next) else { continue }
+        issues.append(StageGraph.mismatch(previous: previous, index: index, next: next, path: "stages[\(index)]", registry: registry))
+      }
+    }
+  }
+}

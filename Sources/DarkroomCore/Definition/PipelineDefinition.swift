@@ -1,0 +1,73 @@
+import Foundation
+
+/// Loads pipelines from JSON: parses, validates everything, and builds the stage graph.
+///
+/// Nothing runs until the whole definition is valid. Every problem is reported at once, each with
+/// its JSON path and a fix: malformed JSON (line and column), unsupported `version`, unknown stage
+/// kinds (with the closest known kind), unknown or mistyped options, out-of-range values, and
+/// neighbours that do not fit ("stages[2] \"resize\" needs an image but stages[1] \"fetch\" produces
+/// bytes: add a \"decode\" stage between them").
+///
+/// ```swift
+/// let graph = try PipelineDefinition.load(contentsOf: "Examples/pipelines/thumbnail.json", registry: Darkroom.standardRegistry)
+/// let operation = PipelineExecutor().start(graph, input: ImageSource("photo.jpg"), as: (any Sendable).self)
+/// ```
+public enum PipelineDefinition {
+  /// The definition versions this build reads.
+  public static let supportedVersions = [1]
+  /// Keys allowed at the top of a definition.
+  public static let rootKeys = ["version", "name", "description", "fusion", "stages"]
+  /// The largest definition file accepted.
+  public static let maxFileBytes = 1 << 20
+
+  /// Reads and loads a definition file.
+  public static func load(
+    contentsOf path: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext()
+  ) throws(PipelineError) -> StageGraph {
+    let data: Data
+    do {
+      let attributes = try FileManager.default.attributesOfItem(atPath: path)
+      if let size = attributes[.size] as? Int, size > maxFileBytes {
+        throw PipelineError(.invalidDefinition, "\(path) is \(size) bytes; pipeline files are limited to \(maxFileBytes) bytes")
+      }
+      data = try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch let error as PipelineError {
+      throw error
+    } catch {
+      let missing = !FileManager.default.fileExists(atPath: path)
+      throw PipelineError(
+        missing ? .notFound : .accessDenied, missing ? "pipeline file \(path) does not exist" : "cannot read pipeline file \(path)",
+        source: path, cause: error)
+    }
+    guard let text = String(data: data, encoding: .utf8) else {
+      throw PipelineError(.invalidDefinition, "\(path) is not UTF-8 text; a pipeline file is JSON", source: path)
+    }
+    let stem = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+    do {
+      return try load(json: text, registry: registry, context: context, defaultName: stem)
+    } catch {
+      var located = error
+      located.message = "\(path): \(error.message)"
+      located.source = path
+      throw located
+    }
+  }
+
+  /// Loads a definition from JSON text.
+  public static func load(
+    json: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext(), defaultName: String = "pipeline"
+  ) throws(PipelineError) -> StageGraph {
+    let document = try JSONParser.parse(json)
+    var loader = Loader(registry: registry, context: context)
+    let graph = loader.build(document, defaultName: defaultName)
+    guard let graph, loader.issues.isEmpty else { throw combined(loader.issues) }
+    return graph
+  }
+
+  /// One error holding every issue, its code the first issue's code.
+  static func combined(_ issues: [PipelineError.Issue]) -> PipelineError {
+    let first = issues.first ?? .init(code: .invalidDefinition, path: "", message: "invalid definition")
+    let message = issues.count == 1 ? first.description : "\(issues.count) problems:\n" + issues.map { "  " + $0.description }.joined(separator: "\n")
+    return PipelineError(first.code, message, path: first.path, issues: issues)
+  }
+}

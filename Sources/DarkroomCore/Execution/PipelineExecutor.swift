@@ -1,0 +1,114 @@
+/// Runs stage graphs: the one executor behind every pipeline, built in code or loaded from JSON.
+///
+/// For each run it creates a ``PipelineOperation`` and a task that runs the graph's stages in
+/// order, feeding the operation's ``OperationStateMachine`` and performing its actions. Errors are
+/// normalised into ``PipelineError`` carrying the failing stage and the source.
+///
+/// ```swift
+/// let operation = PipelineExecutor().start(graph, input: ImageSource("a.jpg"), as: (any Sendable).self)
+/// ```
+public struct PipelineExecutor: Sendable {
+  public var pool: BlockingPool
+
+  public init(pool: BlockingPool = .shared) { self.pool = pool }
+
+  /// Starts running `graph` on `input`; the returned operation is already running.
+  public func start<Output: Sendable>(
+    _ graph: StageGraph, input: any Sendable, options: RunOptions = RunOptions(), as: Output.Type = Output.self
+  ) -> PipelineOperation<Output> {
+    let source = input as? ImageSource
+    let info = OperationInfo(id: OperationID(), pipelineName: graph.name, source: source?.description)
+    let operation = PipelineOperation<Output>(info: info, observers: options.observers)
+    let pool = self.pool
+    let task = Task {
+      await Self.execute(graph, input: input, source: source, operation: operation, options: options, pool: pool)
+    }
+    operation.attach(task)
+    return operation
+  }
+
+  private static func execute<Output: Sendable>(
+    _ graph: StageGraph, input: any Sendable, source: ImageSource?, operation: PipelineOperation<Output>,
+    options: RunOptions, pool: BlockingPool
+  ) async {
+    operation.handle(.start)
+    let context = StageContext(
+      operationID: operation.id, pipelineName: graph.name, source: source, pool: pool,
+      emitNote: { [weak operation] note in operation?.handle(.note(note)) })
+    let sourceText = source?.description
+    do {
+      let value = try await withTimeout(options.timeout, source: sourceText) {
+        try await runStages(graph.runnableStages, input: input, context: context, operation: operation)
+      }
+      guard let output = value as? Output else {
+        throw PipelineError(
+          .typeMismatch,
+          "pipeline \"\(graph.name)\" produced \(valueDescription(of: type(of: value))), not \(valueDescription(of: Output.self))")
+      }
+      if operation.handle(.outputReady) {
+        for hook in options.willFinishHooks {
+          do { try await hook(output, operation.info) } catch let error as PipelineError { throw error } catch {
+            throw PipelineError(.willFinishFailed, "a willFinish hook refused the result: \(error)", source: sourceText, cause: error)
+          }
+        }
+      }
+      try Task.checkCancellation()
+      let summary = (output as? any SummarizableOutput)?.outputSummary ?? OutputSummary()
+      operation.handle(.willFinishSucceeded(summary), output: output)
+    } catch {
+      if let failure = error as? PipelineError, failure.code != .cancelled {
+        operation.handle(.fail(failure.attributed(stageKind: nil, stageIdentifier: nil, source: sourceText)))
+      } else if error is CancellationError || (error as? PipelineError)?.code == .cancelled || Task.isCancelled {
+        operation.handle(.cancel)
+      } else {
+        operation.handle(.fail(PipelineError(.stageFailed, "\(error)", source: sourceText, cause: error)))
+      }
+    }
+  }
+
+  private static func runStages<Output: Sendable>(
+    _ stages: [AnyStage], input: any Sendable, context: StageContext, operation: PipelineOperation<Output>
+  ) async throws -> any Sendable {
+    var value = input
+    for (index, stage) in stages.enumerated() {
+      try Task.checkCancellation()
+      let info = StageInfo(index: index, stage: stage)
+      operation.handle(.stageStarted(info))
+      let clock = ContinuousClock()
+      let started = clock.now
+      do {
+        value = try await stage.process(value, context: context)
+      } catch let error as PipelineError {
+        throw error.attributed(stageKind: stage.kind, stageIdentifier: stage.identifier, source: context.source?.description)
+      } catch let error as CancellationError {
+        throw error
+      } catch {
+        throw PipelineError(
+          .stageFailed, "stage \"\(stage.kind)\" failed: \(error)", stageKind: stage.kind, stageIdentifier: stage.identifier,
+          source: context.source?.description, cause: error)
+      }
+      operation.handle(.stageFinished(info, clock.now - started))
+    }
+    return value
+  }
+
+  /// Runs `body`, failing with `timedOut` when it takes longer than `limit`.
+  static func withTimeout<T: Sendable>(
+    _ limit: Duration?, source: String?, _ body: @escaping @Sendable () async throws -> T
+  ) async throws -> T {
+    guard let limit else { return try await body() }
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+      group.addTask { try await body() }
+      group.addTask {
+        try await Task.sleep(for: limit)
+        return nil
+      }
+      defer { group.cancelAll() }
+      guard let first = try await group.next() else { throw CancellationError() }
+      guard let value = first else {
+        throw PipelineError(.timedOut, "the operation took longer than its \(limit) time limit", source: source)
+      }
+      return value
+    }
+  }
+}

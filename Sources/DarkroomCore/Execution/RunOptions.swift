@@ -1,0 +1,41 @@
+/// How one run of a pipeline behaves: observers, `willFinish` hooks, time limit, thread pool.
+///
+/// ```swift
+/// var options = RunOptions(timeout: .seconds(10))
+/// options.observers.append(MyObserver())
+/// options.onWillFinish { (image: EncodedImage, operation) in
+///   try audit.record(image, for: operation.source)    // throwing here fails the operation
+/// }
+/// let operation = pipeline.run(source, options: options)
+/// ```
+public struct RunOptions: Sendable {
+  /// Notified of every event, on the working task, in order.
+  public var observers: [any OperationObserver]
+  /// The longest the whole operation may take; `nil` for no limit. Default 60 s, as
+  /// AsyncImageView's loading timeout. On expiry the operation fails with `timedOut`.
+  public var timeout: Duration?
+  /// The pool blocking stage work runs on.
+  public var pool: BlockingPool
+  /// Hooks run after the last stage and before the result is visible, on the working task.
+  public private(set) var willFinishHooks: [WillFinishHook]
+
+  /// A `willFinish` hook: receives the output and the operation. Throwing fails the operation with
+  /// code `willFinishFailed` (the thrown `PipelineError` is kept as is).
+  public typealias WillFinishHook = @Sendable (any Sendable, OperationInfo) async throws -> Void
+
+  public init(
+    observers: [any OperationObserver] = [], timeout: Duration? = .seconds(60), pool: BlockingPool = .shared
+  ) {
+    self.observers = observers
+    self.timeout = timeout
+    self.pool = pool
+    self.willFinishHooks = []
+  }
+
+  /// Adds a hook for outputs of type `T` (other outputs skip it).
+  public mutating func onWillFinish<T: Sendable>(_ hook: @escaping @Sendable (T, OperationInfo) async throws -> Void) {
+    willFinishHooks.append { output, info in
+      if let typed = output as? T { try await hook(typed, info) }
+    }
+  }
+}

@@ -1,0 +1,89 @@
+import Foundation
+
+/// The identity of one run of a pipeline.
+public struct OperationID: Sendable, Hashable, Codable, CustomStringConvertible {
+  public let uuid: UUID
+  public init(_ uuid: UUID = UUID()) { self.uuid = uuid }
+  public var description: String { uuid.uuidString.lowercased() }
+}
+
+/// Where an operation is in its lifecycle.
+public enum OperationStatus: String, Sendable, Hashable, Codable, CaseIterable {
+  /// Created, not started yet.
+  case pending
+  /// Running its stages.
+  case running
+  /// All stages done; the `willFinish` observers and hooks are running.
+  case finishing
+  /// Finished with a result.
+  case finished
+  /// Failed with a ``PipelineError``.
+  case failed
+  /// Cancelled before it could finish.
+  case cancelled
+
+  /// True for `finished`, `failed` and `cancelled`: nothing changes afterwards.
+  public var isTerminal: Bool { self == .finished || self == .failed || self == .cancelled }
+}
+
+/// Something that happened to an operation, in the order it happened.
+///
+/// Every operation emits `started`, then `stageStarted`/`stageFinished` pairs, then `willFinish`
+/// when all stages are done, then exactly one of `finished`, `failed` or `cancelled`.
+public enum OperationEvent: Sendable, CustomStringConvertible {
+  case started
+  case stageStarted(StageInfo)
+  case stageFinished(StageInfo, duration: Duration)
+  /// A stage's remark (a fallback taken, a partial decode accepted…).
+  case note(String)
+  case willFinish
+  case finished(OutputSummary)
+  case failed(PipelineError)
+  case cancelled
+
+  /// The stable event name used in JSON Lines output.
+  public var name: String {
+    switch self {
+    case .started: "started"
+    case .stageStarted: "stageStarted"
+    case .stageFinished: "stageFinished"
+    case .note: "note"
+    case .willFinish: "willFinish"
+    case .finished: "finished"
+    case .failed: "failed"
+    case .cancelled: "cancelled"
+    }
+  }
+
+  /// True for the three events that end an operation.
+  public var isTerminal: Bool {
+    switch self {
+    case .finished, .failed, .cancelled: true
+    default: false
+    }
+  }
+
+  public var description: String {
+    switch self {
+    case .stageStarted(let stage): "stageStarted(\(stage.kind))"
+    case .stageFinished(let stage, let duration): "stageFinished(\(stage.kind), \(duration))"
+    case .note(let text): "note(\(text))"
+    case .failed(let error): "failed(\(error.code))"
+    default: name
+    }
+  }
+}
+
+/// What observers learn about the operation an event belongs to.
+public struct OperationInfo: Sendable, Hashable {
+  public var id: OperationID
+  public var pipelineName: String
+  /// The source description, when the input was an ``ImageSource``.
+  public var source: String?
+
+  public init(id: OperationID, pipelineName: String, source: String?) {
+    self.id = id
+    self.pipelineName = pipelineName
+    self.source = source
+  }
+}

@@ -1,0 +1,155 @@
+import Synchronization
+
+/// One run of a pipeline: its id, status, events and result, and a way to cancel it.
+///
+/// Like Nimbus' `NIOperation` or Nuke's `ImageTask`. An operation starts as soon as it is created
+/// by ``Pipeline/run(_:options:)``; ``value`` waits for its result. ``events`` can be read by any
+/// number of consumers, at any time: each new stream first replays what already happened, so no
+/// event is missed by subscribing late.
+///
+/// ```swift
+/// let operation = pipeline.run(ImageSource("a.jpg"))
+/// Task { for await event in operation.events { print(event) } }
+/// let image = try await operation.value
+/// ```
+public final class PipelineOperation<Output: Sendable>: Sendable {
+  /// The operation's id.
+  public let id: OperationID
+  /// The pipeline name and source.
+  public let info: OperationInfo
+
+  private struct State {
+    var machine = OperationStateMachine()
+    var history: [OperationEvent] = []
+    var subscribers: [Int: AsyncStream<OperationEvent>.Continuation] = [:]
+    var nextSubscriber = 0
+    var outcome: Result<Output, PipelineError>?
+    var waiters: [CheckedContinuation<Output, any Error>] = []
+    var task: Task<Void, Never>?
+    var cancelRequested = false
+  }
+  private let state = Mutex(State())
+  private let observers: [any OperationObserver]
+
+  init(info: OperationInfo, observers: [any OperationObserver]) {
+    self.id = info.id
+    self.info = info
+    self.observers = observers
+  }
+
+  /// The current status.
+  public var status: OperationStatus { state.withLock { $0.machine.status } }
+
+  /// Every event so far.
+  public var history: [OperationEvent] { state.withLock { $0.history } }
+
+  /// A new stream of this operation's events: what already happened, then what happens next; it
+  /// ends after the terminal event.
+  public var events: AsyncStream<OperationEvent> {
+    let (stream, continuation) = AsyncStream<OperationEvent>.makeStream(bufferingPolicy: .unbounded)
+    let (replay, finished) = state.withLock { state -> ([OperationEvent], Bool) in
+      if state.machine.status.isTerminal { return (state.history, true) }
+      state.nextSubscriber += 1
+      let key = state.nextSubscriber
+      state.subscribers[key] = continuation
+      continuation.onTermination = { [weak self] _ in
+        _ = self?.state.withLock { $0.subscribers.removeValue(forKey: key) }
+      }
+      // Yielding under the lock keeps the replay ahead of any event published next.
+      for event in state.history { continuation.yield(event) }
+      return ([], false)
+    }
+    for event in replay { continuation.yield(event) }
+    if finished { continuation.finish() }
+    return stream
+  }
+
+  /// The result: waits until the operation ends. Throws the operation's ``PipelineError``
+  /// (code `cancelled` when it was cancelled).
+  public var value: Output {
+    get async throws {
+      try await withCheckedThrowingContinuation { continuation in
+        let outcome = state.withLock { state -> Result<Output, PipelineError>? in
+          if let outcome = state.outcome { return outcome }
+          state.waiters.append(continuation)
+          return nil
+        }
+        if let outcome { continuation.resume(with: outcome.mapError { $0 as any Error }) }
+      }
+    }
+  }
+
+  /// The result as a `Result`, without throwing.
+  public var result: Result<Output, PipelineError> {
+    get async {
+      do { return .success(try await value) } catch let error as PipelineError { return .failure(error) } catch {
+        return .failure(PipelineError(.stageFailed, "\(error)", cause: error))
+      }
+    }
+  }
+
+  /// Asks the operation to stop. A running stage is interrupted at its next suspension point
+  /// (blocking work is abandoned); the operation then ends with the `cancelled` event. Cancelling
+  /// a finished operation does nothing.
+  public func cancel() {
+    let task = state.withLock { state -> Task<Void, Never>? in
+      state.cancelRequested = true
+      return state.task
+    }
+    task?.cancel()
+  }
+
+  var isCancelRequested: Bool { state.withLock { $0.cancelRequested } }
+
+  func attach(_ task: Task<Void, Never>) {
+    let cancel = state.withLock { state -> Bool in
+      state.task = task
+      return state.cancelRequested
+    }
+    if cancel { task.cancel() }
+  }
+
+  /// Feeds the state machine and performs its actions. Returns true when `runWillFinish` was asked.
+  @discardableResult
+  func handle(_ input: OperationStateMachine.Input, output: Output? = nil) -> Bool {
+    var runWillFinish = false
+    var toNotify: [OperationEvent] = []
+    var resume: [CheckedContinuation<Output, any Error>] = []
+    var outcome: Result<Output, PipelineError>?
+    var ended: [AsyncStream<OperationEvent>.Continuation] = []
+    state.withLock { state in
+      for action in state.machine.handle(input) {
+        switch action {
+        case .emit(let event):
+          state.history.append(event)
+          for continuation in state.subscribers.values { continuation.yield(event) }
+          toNotify.append(event)
+        case .runWillFinish:
+          runWillFinish = true
+        case .deliverResult:
+          if let output { outcome = .success(output) }
+        case .deliverFailure(let error):
+          outcome = .failure(error)
+        case .deliverCancellation:
+          outcome = .failure(PipelineError(.cancelled, "the operation was cancelled", source: info.source))
+        }
+      }
+      if let outcome {
+        state.outcome = outcome
+        resume = state.waiters
+        state.waiters = []
+        ended = Array(state.subscribers.values)
+        state.subscribers = [:]
+        state.task = nil
+      }
+    }
+    for event in toNotify {
+      for observer in observers { observer.receive(event, for: info) }
+    }
+    for continuation in ended { continuation.finish() }
+    if let outcome {
+      for waiter in resume { waiter.resume(with: outcome.mapError { $0 as any Error }) }
+    }
+    return runWillFinish
+  }
+}

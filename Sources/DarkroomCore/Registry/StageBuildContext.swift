@@ -1,0 +1,21 @@
+/// Settings from whoever loads a definition (the runner, a server) that stages may need when they
+/// are created: where outputs go, which directory local sources must stay inside.
+///
+/// ```swift
+/// let context = StageBuildContext(outputDirectory: "out", allowedRoot: "/srv/images")
+/// let graph = try PipelineDefinition.load(contentsOf: "thumb.json", registry: .standard, context: context)
+/// ```
+public struct StageBuildContext: Sendable {
+  /// The directory `write` stages write into (the runner's `--output`).
+  public var outputDirectory: String?
+  /// When set, local sources must resolve (after symlinks) to a path inside this directory.
+  public var allowedRoot: String?
+  /// Free-form settings for user stages.
+  public var values: [String: String]
+
+  public init(outputDirectory: String? = nil, allowedRoot: String? = nil, values: [String: String] = [:]) {
+    self.outputDirectory = outputDirectory
+    self.allowedRoot = allowedRoot
+    self.values = values
+  }
+}

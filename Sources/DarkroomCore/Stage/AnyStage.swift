@@ -1,0 +1,92 @@
+/// A type-erased stage: what pipelines store and the executor runs.
+///
+/// Pipelines built in code keep their static types in ``Pipeline``; underneath, they and pipelines
+/// loaded from JSON are the same list of `AnyStage`, whose input and output types are checked
+/// when the list is assembled.
+public struct AnyStage: Sendable, CustomStringConvertible {
+  /// The stage kind (`"resize"`), or kinds joined by `+` for a fused stage (`"decode+resize"`).
+  public let kind: String
+  /// The configuration identifier.
+  public let identifier: String
+  /// The kinds this stage was fused from, in order (empty when it was not fused).
+  public let fusedKinds: [String]
+  /// The input type.
+  public let inputType: any Sendable.Type
+  /// The output type.
+  public let outputType: any Sendable.Type
+  /// The wrapped stage value, for optimizers that recognise stage types.
+  public let base: any Sendable
+  private let body: @Sendable (any Sendable, StageContext) async throws -> any Sendable
+
+  /// Wraps a stage.
+  public init<S: Stage>(_ stage: S) {
+    self.init(stage, kind: S.kind, identifier: stage.identifier, fusedKinds: [])
+  }
+
+  /// Wraps a stage under a given kind and identifier (used for fused stages).
+  public init<S: Stage>(_ stage: S, kind: String, identifier: String, fusedKinds: [String]) {
+    self.kind = kind
+    self.identifier = identifier
+    self.fusedKinds = fusedKinds
+    self.inputType = S.Input.self
+    self.outputType = S.Output.self
+    self.base = stage
+    self.body = { input, context in
+      guard let typed = input as? S.Input else {
+        throw PipelineError(
+          .typeMismatch,
+          "stage \"\(S.kind)\" needs \(valueDescription(of: S.Input.self)) but was given \(valueDescription(of: type(of: input)))",
+          stageKind: S.kind, stageIdentifier: stage.identifier)
+      }
+      return try await stage.process(typed, context: context)
+    }
+  }
+
+  /// Runs the stage on an input of its input type.
+  public func process(_ input: any Sendable, context: StageContext) async throws -> any Sendable {
+    try await body(input, context)
+  }
+
+  /// Whether this stage accepts a value of `type`.
+  public func accepts(_ type: any Sendable.Type) -> Bool { ObjectIdentifier(type) == ObjectIdentifier(inputType) }
+
+  /// Whether the output of this stage can feed `next`.
+  public func feeds(_ next: AnyStage) -> Bool { next.accepts(outputType) }
+
+  public var description: String { identifier }
+}
+
+/// A stage that can merge with the stages after it into one faster stage.
+///
+/// When a pipeline is built, the optimizer offers each fusible stage the stages that follow it; the
+/// stage returns a merged stage and how many of the following stages it absorbed, or `nil`. The
+/// decoder uses this to load images at reduced size when a resize follows (shrink-on-load),
+/// optionally across a relative crop. The merged stage must produce the same output type as the
+/// last stage it replaces, and nearly the same pixels; its `kind` joins the kinds it replaced with
+/// `+` so events show the fusion.
+///
+/// ```swift
+/// extension MyDecoder: FusibleStage {
+///   func fused(with following: ArraySlice<AnyStage>) -> FusedStage? {
+///     guard let resize = following.first?.base as? MyResizer else { return nil }
+///     let merged = MyThumbnailer(decoder: self, resizer: resize)
+///     return FusedStage(AnyStage(merged, kind: "decode+resize", identifier: merged.identifier,
+///                                fusedKinds: ["decode", "resize"]), absorbing: 1)
+///   }
+/// }
+/// ```
+public protocol FusibleStage: Stage {
+  /// The stage replacing `self` and the first `absorbed` stages of `following`, or `nil`.
+  func fused(with following: ArraySlice<AnyStage>) -> FusedStage?
+}
+
+/// The result of fusing: the merged stage and how many following stages it absorbed.
+public struct FusedStage: Sendable {
+  public var stage: AnyStage
+  public var absorbed: Int
+
+  public init(_ stage: AnyStage, absorbing absorbed: Int) {
+    self.stage = stage
+    self.absorbed = absorbed
+  }
+}

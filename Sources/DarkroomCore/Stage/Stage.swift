@@ -1,0 +1,77 @@
+/// One step of a pipeline: turns an input into an output.
+///
+/// Every stage — Darkroom's own fetcher, decoder, cropper, resizer, encoder and writer, and any
+/// stage a user writes — conforms to this one protocol. A stage is a `Sendable` value holding its
+/// configuration; ``identifier`` describes that configuration in a stable string used in cache
+/// keys, logs and errors. Stages that block on C libraries hand that work to
+/// ``StageContext/blocking(_:)`` so that the cooperative thread pool never blocks.
+///
+/// ```swift
+/// struct Grayscale: Stage {
+///   static let kind = "grayscale"
+///   var identifier: String { "grayscale" }
+///   func process(_ image: DecodedImage, context: StageContext) async throws -> DecodedImage {
+///     try await context.blocking { try image.grayscaled() }
+///   }
+/// }
+/// ```
+public protocol Stage<Input, Output>: Sendable {
+  associatedtype Input: Sendable
+  associatedtype Output: Sendable
+
+  /// The kind name of this stage (`"resize"`), as used in JSON definitions and events.
+  static var kind: String { get }
+
+  /// A stable description of this stage's configuration (`"resize(w=256,h=256,fill,lanczos3)"`).
+  /// Two stages with equal identifiers must produce equal outputs from equal inputs.
+  var identifier: String { get }
+
+  /// Turns an input into an output, or throws (preferably a ``PipelineError``).
+  func process(_ input: Input, context: StageContext) async throws -> Output
+}
+
+extension Stage {
+  /// The kind name, from an instance.
+  public var kind: String { Self.kind }
+}
+
+/// What a stage may know and use about the operation that runs it.
+///
+/// ```swift
+/// func process(_ input: FetchedData, context: StageContext) async throws -> FetchedData {
+///   context.log("checked \(input.bytes.count) bytes")
+///   return input
+/// }
+/// ```
+public struct StageContext: Sendable {
+  /// The operation's id.
+  public var operationID: OperationID
+  /// The pipeline's name.
+  public var pipelineName: String
+  /// The source the operation processes, when its input was an ``ImageSource``.
+  public var source: ImageSource?
+  /// The pool blocking work runs on.
+  public var pool: BlockingPool
+  let emitNote: @Sendable (String) -> Void
+
+  public init(
+    operationID: OperationID = OperationID(), pipelineName: String = "", source: ImageSource? = nil,
+    pool: BlockingPool = .shared, emitNote: @escaping @Sendable (String) -> Void = { _ in }
+  ) {
+    self.operationID = operationID
+    self.pipelineName = pipelineName
+    self.source = source
+    self.pool = pool
+    self.emitNote = emitNote
+  }
+
+  /// Runs blocking work (a C call, large file I/O) on the bounded blocking pool and returns its
+  /// result. The calling task is suspended, never blocked; if it is cancelled before the work
+  /// starts, the work never runs and `CancellationError` is thrown.
+  public func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await pool.run(work)
+  }
+
+  /// Adds a note to the operation's event stream (`note` events), for example a fallback taken.
+  public func log(_ message: String) { emitNote(message) }
+}

@@ -1,0 +1,76 @@
+import Foundation
+
+/// The `fetch` stage: turns an ``ImageSource`` into its bytes.
+///
+/// The scheme picks the transport: local paths and `file://` URLs are read by ``FileTransport``
+/// (confined to ``root`` when one is set, symlinks resolved first); other schemes are served by
+/// transports added later (HTTP arrives with DarkroomCurl). Every transport enforces
+/// ``maxBytes``.
+///
+/// ```swift
+/// let fetch = Fetcher(maxBytes: 20_000_000, root: "/srv/images")
+/// let data = try await fetch.process(ImageSource("/srv/images/a.jpg"), context: StageContext())
+/// ```
+public struct Fetcher: Stage {
+  public static let kind = "fetch"
+
+  /// The most bytes accepted; bigger sources fail with `tooLarge` before they are read.
+  public var maxBytes: Int
+  /// When set, local sources must resolve to a path inside this directory.
+  public var root: String?
+  /// The transports, tried in order by scheme.
+  public var transports: [any FetchTransport]
+
+  /// The default byte limit (50 MB).
+  public static let defaultMaxBytes = 50_000_000
+
+  public init(maxBytes: Int = Fetcher.defaultMaxBytes, root: String? = nil, transports: [any FetchTransport] = [FileTransport()]) {
+    self.maxBytes = maxBytes
+    self.root = root
+    self.transports = transports
+  }
+
+  public var identifier: String { "fetch(maxBytes=\(maxBytes)\(root.map { ",root=\($0)" } ?? ""))" }
+
+  public func process(_ source: ImageSource, context: StageContext) async throws -> FetchedData {
+    let scheme: String
+    switch source.location {
+    case .file: scheme = "file"
+    case .url(let url): scheme = url.scheme?.lowercased() ?? ""
+    }
+    guard let transport = transports.first(where: { $0.schemes.contains(scheme) }) else {
+      let known = transports.flatMap(\.schemes).sorted().joined(separator: ", ")
+      throw PipelineError(
+        .invalidInput,
+        "cannot fetch \(source): the scheme \"\(scheme)\" is not supported by this fetch stage (it supports: \(known), and plain paths)",
+        source: source.description)
+    }
+    return try await transport.fetch(source, limits: FetchLimits(maxBytes: maxBytes, root: root), context: context)
+  }
+}
+
+/// The limits a transport enforces.
+public struct FetchLimits: Sendable {
+  public var maxBytes: Int
+  public var root: String?
+
+  public init(maxBytes: Int, root: String?) {
+    self.maxBytes = maxBytes
+    self.root = root
+  }
+}
+
+/// Fetches sources of some URL schemes for the ``Fetcher``.
+///
+/// ```swift
+/// struct MemoryTransport: FetchTransport {
+///   let schemes: Set<String> = ["memory"]
+///   func fetch(_ source: ImageSource, limits: FetchLimits, context: StageContext) async throws -> FetchedData { … }
+/// }
+/// ```
+public protocol FetchTransport: Sendable {
+  /// The lower-case URL schemes handled (`"file"` also covers plain paths).
+  var schemes: Set<String> { get }
+  /// Fetches the source within the limits.
+  func fetch(_ source: ImageSource, limits: FetchLimits, context: StageContext) async throws -> FetchedData
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// The `write` stage: writes an encoded image into a directory under a templated file name.
+///
+/// The file appears whole or not at all: bytes go to a temporary file in the same directory which
+/// is then renamed into place. Placeholders: `{name}` (the source's base name), `{variant}` (the
+/// variant, or the pipeline name when there are no variants), `{pipeline}`, `{width}`, `{height}`,
+/// `{format}`, `{ext}`. A template may create subdirectories but never leave the directory.
+///
+/// ```swift
+/// let write = Writer(directory: "out", template: "{name}-{width}.{ext}")
+/// ```
+public struct Writer: Stage {
+  public static let kind = "write"
+
+  public var directory: String
+  public var template: String
+  public var overwrite: Bool
+
+  public static let defaultTemplate = "{name}.{ext}"
+
+  public init(directory: String = ".", template: String = Writer.defaultTemplate, overwrite: Bool = true) {
+    self.directory = directory
+    self.template = template
+    self.overwrite = overwrite
+  }
+
+  public var identifier: String { "write(\(template))" }
+
+  /// The file name for an image, from the template.
+  public func fileName(for image: EncodedImage, pipeline: String, variant: String? = nil) -> String {
+    let values = [
+      "{name}": image.source.name, "{variant}": variant ?? pipeline, "{pipeline}": pipeline, "{width}": String(image.width),
+      "{height}": String(image.height), "{format}": image.format.rawValue, "{ext}": image.format.fileExtension,
+    ]
+    return values.reduce(template) { $0.replacingOccurrences(of: $1.key, with: $1.value) }
+  }
+
+  /// Checks a template: it must name a file inside the directory.
+  public static func problems(in template: String) -> [String] {
+    var problems: [String] = []
+    if template.hasPrefix("/") { problems.append("the template must be a relative file name, not an absolute path") }
+    if template.split(separator: "/").contains("..") { problems.append("the template may not contain \"..\": outputs stay inside the output directory") }
+    if template.isEmpty || template.hasSuffix("/") { problems.append("the template must end with a file name") }
+    let known = ["name", "variant", "pipeline", "width", "height", "format", "ext"]
+    var rest = Substring(template)
+    while let open = rest.firstIndex(of: "{") {
+      guard let close = rest[open...].firstIndex(of: "}") else {
+        problems.append("unclosed \"{\" in the template")
+        break
+      }
+      let name = String(rest[rest.index(after: open)..<close])
+      if !known.contains(name) { problems.append("unknown placeholder {\(name)}; known: " + known.map { "{\($0)}" }.joined(separator: ", ")) }
+      rest = rest[rest.index(after: close)...]
+    }
+    return problems
+  }
+
+  public func process(_ image: EncodedImage, context: StageContext) async throws -> WrittenImage {
+    let name = fileName(for: image, pipeline: context.pipelineName)
+    if let problem = Writer.problems(in: name).first {
+      throw PipelineError(.writeFailed, "cannot write \(name): \(problem)", source: image.source.description)
+    }
+    let path = (directory as NSString).appendingPathComponent(name)
+    let overwrite = self.overwrite
+    try await context.blocking {
+      let manager = FileManager.default
+      let folder = (path as NSString).deletingLastPathComponent
+      do {
+        try manager.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        if !overwrite, manager.fileExists(atPath: path) {
+          throw PipelineError(.writeFailed, "\(path) exists and overwrite is off", source: image.source.description)
+        }
+        try image.bytes.data.write(to: URL(fileURLWithPath: path), options: .atomic)
+      } catch let error as PipelineError {
+        throw error
+      } catch {
+        throw PipelineError(.writeFailed, "cannot write \(path): \(error.localizedDescription)", source: image.source.description, cause: error)
+      }
+    }
+    return WrittenImage(image: image, path: path)
+  }
+}

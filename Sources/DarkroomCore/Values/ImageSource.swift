@@ -1,0 +1,78 @@
+import Foundation
+
+/// Where an image comes from: a local path, a `file://` URL, or (with the HTTP fetcher) an
+/// `http(s)://` URL, plus request options.
+///
+/// This is the input of every pipeline that starts with a `fetch` stage.
+///
+/// ```swift
+/// let local = ImageSource("Examples/images/dunes.jpg")
+/// let remote = ImageSource("https://example.com/a.jpg", headers: ["Referer": "https://example.com"])
+/// ```
+public struct ImageSource: Sendable, Hashable, CustomStringConvertible, PipelineValue {
+  public static let valueDescription = "a source"
+
+  /// What the source names.
+  public enum Location: Sendable, Hashable {
+    /// A path on the local file system (relative paths resolve against the working directory).
+    case file(path: String)
+    /// A URL of another scheme (`http`, `https`, `data`…), fetched by a stage that supports it.
+    case url(URL)
+  }
+
+  /// The location to fetch.
+  public var location: Location
+  /// Extra request headers for network fetches (ignored for files).
+  public var headers: [String: String]
+
+  /// Creates a source from a path, a `file://` URL or another URL string.
+  public init(_ string: String, headers: [String: String] = [:]) {
+    self.headers = headers
+    if string.hasPrefix("file://"), let url = URL(string: string), url.isFileURL {
+      location = .file(path: url.path)
+    } else if let schemeEnd = string.firstIndex(of: ":"), string.distance(from: string.startIndex, to: schemeEnd) > 1,
+      string[..<schemeEnd].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }),
+      let url = URL(string: string)
+    {
+      location = .url(url)
+    } else {
+      location = .file(path: string)
+    }
+  }
+
+  /// Creates a source for a local file path.
+  public init(path: String) {
+    location = .file(path: path)
+    headers = [:]
+  }
+
+  /// Creates a source for a URL (a file URL becomes a file source).
+  public init(url: URL, headers: [String: String] = [:]) {
+    location = url.isFileURL ? .file(path: url.path) : .url(url)
+    self.headers = headers
+  }
+
+  /// The source as a person would write it; credentials in URLs are redacted.
+  public var description: String {
+    switch location {
+    case .file(let path): return path
+    case .url(let url):
+      guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
+      if parts.password != nil { parts.password = "***" }
+      if parts.user != nil { parts.user = "***" }
+      return parts.string ?? url.absoluteString
+    }
+  }
+
+  /// The base name without extension, used for output file names (`{name}`).
+  public var name: String {
+    let last: String
+    switch location {
+    case .file(let path): last = (path as NSString).lastPathComponent
+    case .url(let url): last = url.lastPathComponent.isEmpty ? (url.host ?? "image") : url.lastPathComponent
+    }
+    let stem = (last as NSString).deletingPathExtension
+    let cleaned = stem.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }
+    return cleaned.isEmpty ? "image" : String(cleaned)
+  }
+}

@@ -1,0 +1,46 @@
+import DarkroomCore
+
+/// A decoded image and what is known about where it came from.
+///
+/// The pixels are a lazy libvips image: the work of decoding happens when a later stage (usually
+/// the encoder) pulls pixels through.
+public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
+  public static let valueDescription = "an image"
+
+  /// The source the image was decoded from.
+  public var source: ImageSource
+  /// The pixels.
+  public var image: VipsImage
+  /// The format the source was in.
+  public var sourceFormat: ImageFormat
+  /// The size the source declared, before any shrink-on-load, crop or resize.
+  public var sourceWidth: Int
+  public var sourceHeight: Int
+  /// True when a lenient decoder accepted damaged data and some pixels are missing.
+  public var partial: Bool
+
+  public init(source: ImageSource, image: VipsImage, sourceFormat: ImageFormat, sourceWidth: Int, sourceHeight: Int, partial: Bool = false) {
+    self.source = source
+    self.image = image
+    self.sourceFormat = sourceFormat
+    self.sourceWidth = sourceWidth
+    self.sourceHeight = sourceHeight
+    self.partial = partial
+  }
+
+  /// Width in pixels.
+  public var width: Int { image.width }
+  /// Height in pixels.
+  public var height: Int { image.height }
+
+  /// A copy with other pixels.
+  public func with(_ image: VipsImage) -> DecodedImage {
+    var copy = self
+    copy.image = image
+    return copy
+  }
+
+  public var outputSummary: OutputSummary {
+    OutputSummary(width: width, height: height, format: sourceFormat.rawValue, partial: partial)
+  }
+}

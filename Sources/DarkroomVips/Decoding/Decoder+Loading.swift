@@ -1,0 +1,73 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+extension Decoder {
+  /// How strict loaders are by default: fail on truncated or damaged pixel data, tolerate
+  /// harmless warnings about metadata.
+  static let strictFailOn = VIPS_FAIL_ON_ERROR
+
+  /// The strict setting for one format. GIF's loader reports damaged frame data only as a
+  /// warning, so strict GIF decoding fails on warnings (measured on the shared corpus; JPEG must
+  /// not: harmless "extraneous bytes" warnings are common in real photos).
+  static func strictFailOn(for format: ImageFormat) -> VipsFailOn {
+    format == .gif ? VIPS_FAIL_ON_WARNING : strictFailOn
+  }
+
+  /// The trusted format of the bytes, or `unsupportedFormat` naming what was found.
+  static func trustedFormat(of input: FetchedData) throws(PipelineError) -> ImageFormat {
+    let shown = input.source.description
+    guard input.bytes.count > 0 else {
+      throw PipelineError(.corruptImage, "the source is empty (0 bytes): there is no image to decode", source: shown)
+    }
+    let trusted = ImageFormat.trustedDecodable.map(\.description).joined(separator: ", ")
+    guard let format = ImageFormat.sniff(input.bytes.prefix(512)) else {
+      throw PipelineError(
+        .unsupportedFormat, "the bytes are not an image of a supported format (supported: \(trusted))", source: shown)
+    }
+    guard ImageFormat.trustedDecodable.contains(format) else {
+      throw PipelineError(
+        .unsupportedFormat, "\(format) images are not accepted: their decoders are not trusted with untrusted input (supported: \(trusted))",
+        source: shown)
+    }
+    return format
+  }
+
+  /// Runs the format's own loader on the bytes; the image keeps the bytes alive.
+  static func load(
+    _ format: ImageFormat, from bytes: ImageBytes, failOn: VipsFailOn? = nil, source: ImageSource, shrink: Int = 1, scale: Double = 1,
+    thumbnail: Bool = false, sequential: Bool = true
+  ) throws(PipelineError) -> VipsImage {
+    let code: DrFormat
+    switch format {
+    case .jpeg: code = DR_FORMAT_JPEG
+    case .png: code = DR_FORMAT_PNG
+    case .gif: code = DR_FORMAT_GIF
+    case .webp: code = DR_FORMAT_WEBP
+    case .tiff: code = DR_FORMAT_TIFF
+    case .heif, .avif: code = DR_FORMAT_HEIF
+    default:
+      throw PipelineError(.unsupportedFormat, "\(format) images are not accepted", source: source.description)
+    }
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    Vips.takeWarning()  // forget warnings of earlier work on this thread
+    let status = dr_load_buffer(
+      code, bytes.baseAddress, bytes.count, Int32(shrink), scale, thumbnail ? 1 : 0, failOn ?? strictFailOn(for: format), sequential ? 1 : 0, &out)
+    guard status == 0, let out else {
+      let cause = Vips.captureError()
+      if cause.text.contains("Unsupported JPEG process") {
+        throw PipelineError(
+          .unsupportedFormat, "this JPEG uses a coding process the decoder does not support (lossless or hierarchical JPEG): \(cause.text)",
+          source: source.description, cause: cause)
+      }
+      if cause.text.contains("Security limit exceeded") || cause.text.contains("exceeds the maximum image size") {
+        throw PipelineError(
+          .imageTooLarge, "the \(format) image is larger than its decoder accepts: \(cause.text)", source: source.description, cause: cause)
+      }
+      throw PipelineError(
+        .corruptImage, "the \(format) data is damaged or not a valid \(format) image: \(cause.text)", source: source.description,
+        cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: [bytes])
+  }
+}

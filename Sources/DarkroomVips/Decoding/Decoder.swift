@@ -1,0 +1,102 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+/// The `decode` stage: turns fetched bytes into an image, trusting only known formats.
+///
+/// The format is sniffed from the magic bytes and only that format's libvips loader runs —
+/// never libvips' generic detection, never its untrusted loaders (ImageMagick, PDF, SVG, JPEG
+/// 2000…). Trusted: JPEG, PNG, GIF (first frame), WebP, TIFF, HEIF/AVIF. The declared size is
+/// checked against ``maxPixels`` from the header, before any pixel is decoded.
+///
+/// Strict by default: truncated or corrupt pixel data fails the operation with `corruptImage`
+/// (pixels are decoded lazily, so that failure may surface in a later stage). With ``lenient``
+/// the decoder decodes eagerly; when strict decoding fails it accepts what the loader could read
+/// and marks the image `partial`.
+///
+/// EXIF orientation is applied (``autoRotate``) and embedded ICC profiles converted to sRGB
+/// (``convertToSRGB``) by default.
+///
+/// ```swift
+/// let decode = Decoder(maxPixels: 50_000_000)
+/// let image = try await decode.process(fetched, context: StageContext())
+/// ```
+public struct Decoder: Stage {
+  public static let kind = "decode"
+
+  public var maxPixels: Int
+  public var autoRotate: Bool
+  public var convertToSRGB: Bool
+  public var lenient: Bool
+
+  public static let defaultMaxPixels = 100_000_000
+
+  public init(maxPixels: Int = Decoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false) {
+    self.maxPixels = maxPixels
+    self.autoRotate = autoRotate
+    self.convertToSRGB = convertToSRGB
+    self.lenient = lenient
+  }
+
+  public var identifier: String {
+    "decode(maxPixels=\(maxPixels),autoRotate=\(autoRotate),srgb=\(convertToSRGB),lenient=\(lenient))"
+  }
+
+  public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
+    try await context.blocking { try decode(input) }
+  }
+
+  /// Decodes synchronously (call from a blocking-pool thread).
+  public func decode(_ input: FetchedData) throws(PipelineError) -> DecodedImage {
+    let header = try loadHeader(input)
+    return try finish(header.image, format: header.format, input: input, width: header.image.width, height: header.image.height)
+  }
+
+  /// The sniffed format and the header-only image, after the pixel limit check.
+  func loadHeader(_ input: FetchedData) throws(PipelineError) -> (format: ImageFormat, image: VipsImage) {
+    try Vips.initialize()
+    let format = try Decoder.trustedFormat(of: input)
+    let image = try Decoder.load(format, from: input.bytes, source: input.source)
+    let pixels = image.width.multipliedReportingOverflow(by: image.height)
+    if pixels.overflow || pixels.partialValue > maxPixels {
+      throw PipelineError(
+        .imageTooLarge,
+        "the \(format) image declares \(image.width)×\(image.height) pixels, over the limit of \(maxPixels) (maxPixels); "
+          + "raise maxPixels to accept it",
+        source: input.source.description)
+    }
+    return (format, image)
+  }
+
+  /// Applies the lenient fallback, colour conversion and (unless `rotate` is false) the
+  /// orientation to a freshly loaded image.
+  func finish(
+    _ loaded: VipsImage, format: ImageFormat, input: FetchedData, width: Int, height: Int, shrink: Int = 1, scale: Double = 1,
+    rotate: Bool = true
+  ) throws(PipelineError) -> DecodedImage {
+    var image = loaded
+    var partial = false
+    if lenient {
+      do {
+        image = try image.materialized()
+      } catch where error.code == .corruptImage {
+        let relaxed = try Decoder.load(format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale)
+        image = try relaxed.materialized()
+        partial = true
+      }
+    }
+    if convertToSRGB { image = try image.convertedToSRGB() }
+    if rotate, autoRotate { image = try Decoder.upright(image, materialized: lenient) }
+    return DecodedImage(source: input.source, image: image, sourceFormat: format, sourceWidth: width, sourceHeight: height, partial: partial)
+  }
+
+  /// Applies the EXIF orientation. Turning by 90° reads pixels out of order, which is slow on a
+  /// sequentially loaded image, so those orientations decode into memory first (bounded by
+  /// maxPixels); flips and 180° stream.
+  static func upright(_ image: VipsImage, materialized: Bool) throws(PipelineError) -> VipsImage {
+    let orientation = image.orientation
+    guard orientation != 1 else { return image }
+    let source = (5...8).contains(orientation) && !materialized ? try image.materialized() : image
+    return try source.autorotated()
+  }
+}

@@ -1,0 +1,58 @@
+import DarkroomCore
+
+/// The output format and its settings, for ``Encoder``.
+///
+/// ```swift
+/// Encoder(.jpeg(quality: 85, progressive: true))
+/// Encoder(.webp(quality: 80))
+/// Encoder(.auto)   // the source's format (TIFF and HEIF become PNG and AVIF)
+/// ```
+public enum EncodeFormat: Sendable, Hashable {
+  /// JPEG; alpha is flattened onto the background.
+  case jpeg(quality: Int = 80, progressive: Bool = false)
+  /// PNG; `compression` 0…9; `palette` quantises to at most 256 colours (with `quality`).
+  case png(compression: Int = 6, palette: Bool = false, quality: Int = 100)
+  /// WebP, lossy or lossless; `effort` 0…6.
+  case webp(quality: Int = 80, lossless: Bool = false, effort: Int = 4)
+  /// AVIF (AV1 in HEIF); `effort` 0…9.
+  case avif(quality: Int = 50, lossless: Bool = false, effort: Int = 4)
+  /// GIF (first frame); `effort` 1…10 of the quantiser.
+  case gif(effort: Int = 7)
+  /// The source format: JPEG, PNG, WebP and GIF stay; HEIF/AVIF become AVIF; TIFF becomes PNG.
+  case auto
+
+  /// The concrete format for an image decoded from `source` (resolves `.auto`).
+  public func resolved(for source: ImageFormat) -> EncodeFormat {
+    guard case .auto = self else { return self }
+    switch source {
+    case .jpeg: return .jpeg()
+    case .webp: return .webp()
+    case .gif: return .gif()
+    case .heif, .avif: return .avif()
+    default: return .png()
+    }
+  }
+
+  /// The file format this writes (`nil` for `.auto`).
+  public var imageFormat: ImageFormat? {
+    switch self {
+    case .jpeg: .jpeg
+    case .png: .png
+    case .webp: .webp
+    case .avif: .avif
+    case .gif: .gif
+    case .auto: nil
+    }
+  }
+
+  var identifier: String {
+    switch self {
+    case .jpeg(let q, let p): "jpeg(q=\(q),progressive=\(p))"
+    case .png(let c, let p, let q): "png(compression=\(c),palette=\(p),q=\(q))"
+    case .webp(let q, let l, let e): "webp(q=\(q),lossless=\(l),effort=\(e))"
+    case .avif(let q, let l, let e): "avif(q=\(q),lossless=\(l),effort=\(e))"
+    case .gif(let e): "gif(effort=\(e))"
+    case .auto: "auto"
+    }
+  }
+}

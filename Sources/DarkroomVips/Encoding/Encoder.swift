@@ -1,0 +1,86 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+/// The `encode` stage: turns an image into the bytes of a JPEG, PNG, WebP, AVIF or GIF file.
+///
+/// Metadata (EXIF, XMP, ICC) is stripped unless ``keepMetadata`` is set. Formats without alpha
+/// (JPEG) get transparent areas flattened onto ``background``. Encoding is where a lazily decoded
+/// image is actually read, so damaged pixel data found here fails with `corruptImage`. A cancelled
+/// operation stops libvips mid-image.
+///
+/// ```swift
+/// let encode = Encoder(.webp(quality: 80))
+/// let encoded = try await encode.process(image, context: StageContext())
+/// ```
+public struct Encoder: Stage {
+  public static let kind = "encode"
+
+  public var format: EncodeFormat
+  public var keepMetadata: Bool
+  /// Background for flattening alpha (RGB, 0…255).
+  public var background: [Double]
+
+  public init(_ format: EncodeFormat = .jpeg(), keepMetadata: Bool = false, background: [Double] = [255, 255, 255]) {
+    self.format = format
+    self.keepMetadata = keepMetadata
+    self.background = background
+  }
+
+  public var identifier: String { "encode(\(format.identifier),keepMetadata=\(keepMetadata))" }
+
+  public func process(_ input: DecodedImage, context: StageContext) async throws -> EncodedImage {
+    try await withTaskCancellationHandler {
+      try await context.blocking { try encode(input) }
+    } onCancel: {
+      input.image.kill()
+    }
+  }
+
+  /// Encodes synchronously (call from a blocking-pool thread).
+  public func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
+    let concrete = format.resolved(for: input.sourceFormat)
+    let strip: Int32 = keepMetadata ? 0 : 1
+    var image = input.image
+    var buffer: UnsafeMutableRawPointer?
+    var length = 0
+    let status: Int32
+    let written: ImageFormat
+    switch concrete {
+    case .jpeg(let quality, let progressive):
+      image = try image.flattened(background: background).eightBitSRGB()
+      status = dr_jpegsave_buffer(image.pointer, Int32(quality), progressive ? 1 : 0, strip, &buffer, &length)
+      written = .jpeg
+    case .png(let compression, let palette, let quality):
+      if palette { image = try image.eightBitSRGB() }
+      status = dr_pngsave_buffer(image.pointer, Int32(compression), palette ? 1 : 0, Int32(quality), strip, &buffer, &length)
+      written = .png
+    case .webp(let quality, let lossless, let effort):
+      image = try image.eightBitSRGB(keepGrey: false)
+      status = dr_webpsave_buffer(image.pointer, Int32(quality), lossless ? 1 : 0, Int32(effort), strip, &buffer, &length)
+      written = .webp
+    case .avif(let quality, let lossless, let effort):
+      image = try image.eightBitSRGB(keepGrey: false)
+      status = dr_avifsave_buffer(image.pointer, Int32(quality), Int32(effort), lossless ? 1 : 0, strip, &buffer, &length)
+      written = .avif
+    case .gif(let effort):
+      image = try image.eightBitSRGB(keepGrey: false)
+      status = dr_gifsave_buffer(image.pointer, Int32(effort), strip, &buffer, &length)
+      written = .gif
+    case .auto:
+      throw PipelineError(.encodeFailed, "no output format could be chosen for a \(input.sourceFormat) source")
+    }
+    guard status == 0, let buffer else {
+      let cause = Vips.captureError()
+      if Vips.isLoaderFailure(cause) {
+        throw PipelineError(
+          .corruptImage, "the \(input.sourceFormat) data is damaged or truncated: \(cause.text) (decode with \"lenient\": true to accept partial images)",
+          source: input.source.description, cause: cause)
+      }
+      throw PipelineError(.encodeFailed, "encoding \(written) failed: \(cause.text)", source: input.source.description, cause: cause)
+    }
+    defer { g_free(buffer) }
+    let bytes = ImageBytes(UnsafeRawBufferPointer(start: buffer, count: length))
+    return EncodedImage(source: input.source, bytes: bytes, format: written, width: image.width, height: image.height, partial: input.partial)
+  }
+}

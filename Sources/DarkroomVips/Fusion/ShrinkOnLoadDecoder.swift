@@ -1,0 +1,115 @@
+import DarkroomCore
+
+extension Decoder: FusibleStage {
+  /// Fuses `decode → resize` and `decode → crop (relative) → resize` into one stage that loads
+  /// the image at reduced size.
+  public func fused(with following: ArraySlice<AnyStage>) -> FusedStage? {
+    var rest = following
+    var crop: Cropper?
+    if let candidate = rest.first?.base as? Cropper, case .relative = candidate.region {
+      crop = candidate
+      rest = rest.dropFirst()
+    }
+    guard let resizer = rest.first?.base as? Resizer else { return nil }
+    let stage = ShrinkOnLoadDecoder(decoder: self, crop: crop, resizer: resizer)
+    let kinds = [Decoder.kind] + (crop == nil ? [] : [Cropper.kind]) + [Resizer.kind]
+    return FusedStage(
+      AnyStage(stage, kind: kinds.joined(separator: "+"), identifier: stage.identifier, fusedKinds: kinds),
+      absorbing: kinds.count - 1)
+  }
+}
+
+/// A decoder fused with the (relative) crop and the resize after it: it reads the header, works
+/// out how much smaller the output is, and asks the loader to decode at reduced size — JPEG DCT
+/// scaling by 2, 4 or 8 chosen like sharp does (keeping at least a little of the reduction for
+/// the final, high-quality resample), WebP scaled decoding — then applies orientation, crop and
+/// the residual resize to exactly the size the unfused stages would produce.
+public struct ShrinkOnLoadDecoder: Stage {
+  public static let kind = "decode+resize"
+
+  public let decoder: Decoder
+  public let crop: Cropper?
+  public let resizer: Resizer
+
+  public var identifier: String { [decoder.identifier, crop?.identifier, resizer.identifier].compactMap { $0 }.joined(separator: "|") }
+
+  public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
+    try await context.blocking { try run(input) }
+  }
+
+  /// The JPEG/WebP shrink factor for reducing by `shrink` (sharp's rule).
+  static func loadShrink(for shrink: Double) -> Int {
+    var factor = 1
+    if shrink >= 8 { factor = 8 } else if shrink >= 4 { factor = 4 } else if shrink >= 2 { factor = 2 }
+    if factor > 1, Int(shrink) == factor { factor /= 2 }
+    return factor
+  }
+
+  func run(_ input: FetchedData) throws(PipelineError) -> DecodedImage {
+    let header = try decoder.loadHeader(input)
+    let fullWidth = header.image.width
+    let fullHeight = header.image.height
+    let orientation = decoder.autoRotate ? header.image.orientation : 1
+    let swaps = (5...8).contains(orientation)
+    let uprightWidth = swaps ? fullHeight : fullWidth
+    let uprightHeight = swaps ? fullWidth : fullHeight
+    var cropWidth = uprightWidth
+    var cropHeight = uprightHeight
+    if let rect = crop?.region.rectangle(inWidth: uprightWidth, height: uprightHeight) {
+      cropWidth = rect.width
+      cropHeight = rect.height
+    }
+    let target = resizer.scaledSize(inputWidth: cropWidth, inputHeight: cropHeight)
+    let shrink = min(Double(cropWidth) / Double(target.width), Double(cropHeight) / Double(target.height))
+    let factor = ShrinkOnLoadDecoder.loadShrink(for: shrink)
+    var loaded = header.image
+    var scale = 1.0
+    var jpegShrink = 1
+    if factor > 1 {
+      switch header.format {
+      case .jpeg:
+        jpegShrink = factor
+        loaded = try Decoder.load(.jpeg, from: input.bytes, source: input.source, shrink: factor)
+      case .webp:
+        scale = 1 / Double(factor)
+        loaded = try Decoder.load(.webp, from: input.bytes, source: input.source, scale: scale)
+      default:
+        break
+      }
+    }
+    // Crop and scale in the stored orientation, then turn the small result upright: rotating a
+    // thumbnail is cheap, rotating the full image is not.
+    var image = try decoder.finish(
+      loaded, format: header.format, input: input, width: fullWidth, height: fullHeight, shrink: jpegShrink, scale: scale, rotate: false)
+    var pixels = image.image
+    if case .relative(let x, let y, let w, let h)? = crop?.region {
+      let stored = Orientation.storedRect(x: x, y: y, width: w, height: h, orientation: orientation)
+      let rect = CropRegion.relative(x: stored.x, y: stored.y, width: stored.width, height: stored.height)
+        .rectangle(inWidth: pixels.width, height: pixels.height)
+      if let rect { pixels = try pixels.cropped(x: rect.x, y: rect.y, width: rect.width, height: rect.height) }
+    }
+    let storedTarget = swaps ? (width: target.height, height: target.width) : target
+    pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, finishing: false)
+    if orientation != 1 { pixels = try pixels.autorotated() }
+    pixels = try resizer.apply(to: pixels, scaledTo: target)
+    image.image = pixels
+    return image
+  }
+}
+
+/// EXIF orientation geometry.
+enum Orientation {
+  /// Maps a relative rectangle on the upright image to the same area on the stored image.
+  static func storedRect(x: Double, y: Double, width w: Double, height h: Double, orientation: Int) -> (x: Double, y: Double, width: Double, height: Double) {
+    switch orientation {
+    case 2: (1 - x - w, y, w, h)
+    case 3: (1 - x - w, 1 - y - h, w, h)
+    case 4: (x, 1 - y - h, w, h)
+    case 5: (y, x, h, w)
+    case 6: (y, 1 - x - w, h, w)
+    case 7: (1 - y - h, 1 - x - w, h, w)
+    case 8: (1 - y - h, x, h, w)
+    default: (x, y, w, h)
+    }
+  }
+}

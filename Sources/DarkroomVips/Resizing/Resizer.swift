@@ -1,0 +1,152 @@
+import DarkroomCore
+
+/// How a ``Resizer`` fits an image to its box.
+public enum ResizeMode: String, Sendable, Hashable, Codable, CaseIterable {
+  /// Scale to fit inside the box, keeping the aspect ratio (the result may be smaller on one side).
+  case fit
+  /// Scale to cover the box, keeping the aspect ratio, then crop the excess (gravity applies).
+  case fill
+  /// Scale each side to the box exactly, changing the aspect ratio.
+  case stretch
+  /// No scaling: crop or pad to the box (gravity applies).
+  case center
+}
+
+/// The `resize` stage: scales an image to a box with a mode and a kernel.
+///
+/// `width` or `height` may be left out (`nil`) to scale by the other alone. `upscale` is off by
+/// default: images smaller than the box are not enlarged. After a decoder the optimizer fuses the
+/// resize into shrink-on-load.
+///
+/// ```swift
+/// Resizer(width: 300, height: 300, mode: .fit)
+/// Resizer(width: 256, height: 256, mode: .fill, crop: .smart(.attention))
+/// ```
+public struct Resizer: Stage {
+  public static let kind = "resize"
+
+  /// Where `fill` crops and `center` crops or pads.
+  public enum Anchor: Sendable, Hashable {
+    case gravity(Gravity)
+    case smart(SmartCropStrategy)
+  }
+
+  public var width: Int?
+  public var height: Int?
+  public var mode: ResizeMode
+  public var kernel: ResizeKernel
+  public var upscale: Bool
+  public var anchor: Anchor
+  /// Padding colour for `center` (RGBA, 0…255).
+  public var background: [Double]
+
+  public init(
+    width: Int? = nil, height: Int? = nil, mode: ResizeMode = .fit, kernel: ResizeKernel = .lanczos3, upscale: Bool = false,
+    crop anchor: Anchor = .gravity(.centre), background: [Double] = [0, 0, 0, 255]
+  ) {
+    self.width = width
+    self.height = height
+    self.mode = mode
+    self.kernel = kernel
+    self.upscale = upscale
+    self.anchor = anchor
+    self.background = background
+  }
+
+  public var identifier: String {
+    let anchorText: String
+    switch anchor {
+    case .gravity(let gravity): anchorText = gravity.rawValue
+    case .smart(let strategy): anchorText = strategy.rawValue
+    }
+    return "resize(\(width.map(String.init) ?? "auto")x\(height.map(String.init) ?? "auto"),\(mode.rawValue),\(kernel.rawValue),"
+      + "upscale=\(upscale),\(anchorText))"
+  }
+
+  /// The size an image of `inputWidth`×`inputHeight` is scaled to, before `fill` crops or `center`
+  /// pads to the box.
+  public func scaledSize(inputWidth: Int, inputHeight: Int) -> (width: Int, height: Int) {
+    let w = Double(inputWidth)
+    let h = Double(inputHeight)
+    let sx = width.map { Double($0) / w }
+    let sy = height.map { Double($0) / h }
+    func cap(_ scale: Double) -> Double { upscale ? scale : min(scale, 1) }
+    func size(_ hs: Double, _ vs: Double) -> (Int, Int) {
+      (max(1, Int((w * hs).rounded())), max(1, Int((h * vs).rounded())))
+    }
+    switch mode {
+    case .center:
+      return (inputWidth, inputHeight)
+    case .stretch:
+      let hs = cap(sx ?? sy ?? 1)
+      let vs = cap(sy ?? sx ?? 1)
+      return size(hs, vs)
+    case .fit, .fill:
+      let scale: Double
+      switch (sx, sy) {
+      case (let a?, let b?): scale = mode == .fit ? min(a, b) : max(a, b)
+      case (let a?, nil): scale = a
+      case (nil, let b?): scale = b
+      case (nil, nil): scale = 1
+      }
+      let capped = cap(scale)
+      // Fit results land exactly on the box side that limits them (no 299-pixel thumbnails).
+      var result = size(capped, capped)
+      if capped == sx, let width { result.0 = width }
+      if capped == sy, let height { result.1 = height }
+      return result
+    }
+  }
+
+  /// The final box: the scaled size cropped (`fill`) or cropped/padded (`center`) to the box.
+  public func outputSize(inputWidth: Int, inputHeight: Int) -> (width: Int, height: Int) {
+    let scaled = scaledSize(inputWidth: inputWidth, inputHeight: inputHeight)
+    switch mode {
+    case .fill: return (min(width ?? scaled.width, scaled.width), min(height ?? scaled.height, scaled.height))
+    case .center: return (width ?? scaled.width, height ?? scaled.height)
+    case .fit, .stretch: return scaled
+    }
+  }
+
+  public func process(_ input: DecodedImage, context: StageContext) async throws -> DecodedImage {
+    try await context.blocking { try resize(input) }
+  }
+
+  /// Resizes synchronously (call from a blocking-pool thread).
+  public func resize(_ input: DecodedImage) throws(PipelineError) -> DecodedImage {
+    let target = scaledSize(inputWidth: input.width, inputHeight: input.height)
+    return input.with(try apply(to: input.image, scaledTo: target))
+  }
+
+  /// Scales `image` to `target` exactly, then crops or pads to the box. The fused decoder calls
+  /// this with a target computed from the full-size image, so both paths give the same size.
+  func apply(to image: VipsImage, scaledTo target: (width: Int, height: Int), finishing: Bool = true) throws(PipelineError) -> VipsImage {
+    var result = image
+    if result.width != target.width || result.height != target.height {
+      result = try result.resized(
+        horizontal: Double(target.width) / Double(result.width), vertical: Double(target.height) / Double(result.height), kernel: kernel)
+      if result.width != target.width || result.height != target.height {
+        // Guard against a one-pixel rounding difference inside libvips.
+        result = try result.placed(inWidth: target.width, height: target.height, gravity: .northwest, background: background)
+      }
+    }
+    guard finishing else { return result }
+    switch mode {
+    case .fit, .stretch:
+      return result
+    case .fill:
+      let boxWidth = min(width ?? result.width, result.width)
+      let boxHeight = min(height ?? result.height, result.height)
+      switch anchor {
+      case .smart(let strategy): return try result.smartCropped(width: boxWidth, height: boxHeight, strategy: strategy)
+      case .gravity(let gravity):
+        let origin = gravity.origin(width: boxWidth, height: boxHeight, inWidth: result.width, height: result.height)
+        return try result.cropped(x: origin.x, y: origin.y, width: boxWidth, height: boxHeight)
+      }
+    case .center:
+      let gravity: Gravity
+      if case .gravity(let chosen) = anchor { gravity = chosen } else { gravity = .centre }
+      return try result.placed(inWidth: width ?? result.width, height: height ?? result.height, gravity: gravity, background: background)
+    }
+  }
+}

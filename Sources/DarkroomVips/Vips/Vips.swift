@@ -1,0 +1,86 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+/// libvips set-up and error capture. libvips is initialised exactly once per process, on first
+/// use, with untrusted loaders blocked and the operation cache off.
+///
+/// ```swift
+/// try Vips.initialize()
+/// print(Vips.version)   // "8.14.1"
+/// ```
+public enum Vips {
+  private static let initialization: Result<Void, PipelineError> = {
+    if dr_init(CommandLine.arguments.first ?? "darkroom") != 0 {
+      return .failure(PipelineError(.processingFailed, "libvips failed to initialise", cause: captureError()))
+    }
+    return .success(())
+  }()
+
+  /// Initialises libvips if that has not happened yet. Safe to call from any thread, any number
+  /// of times.
+  public static func initialize() throws(PipelineError) {
+    try initialization.get()
+  }
+
+  /// The libvips version string.
+  public static var version: String { String(cString: dr_version()) }
+
+  /// Sets how many threads libvips uses inside one image pipeline (`vips_concurrency_set`).
+  /// Darkroom runs one image per blocking-pool thread, so 1 is best for batches; raise it for
+  /// single huge images.
+  public static func setConcurrency(_ threads: Int) {
+    vips_concurrency_set(Int32(max(1, threads)))
+  }
+
+  /// Takes the text of libvips' error buffer (and clears it). The buffer is process-wide; call
+  /// this right at the failing call.
+  static func captureError() -> LibraryMessage {
+    var text = ""
+    if let raw = vips_error_buffer_copy() {
+      text = String(cString: raw).trimmingCharacters(in: .whitespacesAndNewlines)
+      g_free(raw)
+    }
+    let warning = takeWarning()
+    if text.isEmpty { text = warning ?? "unknown error" } else if let warning { text += " (warnings: \(warning))" }
+    return LibraryMessage(library: "libvips", text: text.replacingNewlines())
+  }
+
+  /// Takes the last libvips warning logged on this thread, if any (and forgets it).
+  @discardableResult
+  static func takeWarning() -> String? {
+    var buffer = [CChar](repeating: 0, count: 512)
+    let length = dr_take_warning(&buffer, buffer.count)
+    guard length > 0 else { return nil }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
+  /// Whether a libvips message comes from a loader reading damaged pixel data.
+  static func isLoaderFailure(_ message: LibraryMessage) -> Bool {
+    let markers = [
+      "VipsJpeg", "jpegload", "pngload", "spng", "libpng", "gifload", "webpload", "webp2vips", "tiff2vips", "tiffload",
+      "heifload", "heif:", "read error", "Premature end", "Corrupt JPEG", "not enough data", "CRC error", "out of order read",
+      "TIFFRead", "LZW", "Not enough data", "vipspng", "error in tile", "webp2vips", "DumpModeDecode", "TIFFFetch",
+    ]
+    return markers.contains { message.text.contains($0) }
+  }
+}
+
+extension String {
+  fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
+    var slice = Substring(self)
+    while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
+    while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
+    return String(slice)
+  }
+}
+
+extension String {
+  fileprivate func replacingNewlines() -> String {
+    split(whereSeparator: { $0 == "\n" }).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: " | ")
+  }
+}
+
+extension Set where Element == Character {
+  fileprivate static let whitespacesAndNewlines: Set<Character> = [" ", "\n", "\t", "\r"]
+}

@@ -1,0 +1,176 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+/// Where to anchor a crop or a pad within a larger area.
+public enum Gravity: String, Sendable, Hashable, Codable, CaseIterable {
+  case centre, north, northeast, east, southeast, south, southwest, west, northwest
+
+  var direction: VipsCompassDirection {
+    switch self {
+    case .centre: VIPS_COMPASS_DIRECTION_CENTRE
+    case .north: VIPS_COMPASS_DIRECTION_NORTH
+    case .northeast: VIPS_COMPASS_DIRECTION_NORTH_EAST
+    case .east: VIPS_COMPASS_DIRECTION_EAST
+    case .southeast: VIPS_COMPASS_DIRECTION_SOUTH_EAST
+    case .south: VIPS_COMPASS_DIRECTION_SOUTH
+    case .southwest: VIPS_COMPASS_DIRECTION_SOUTH_WEST
+    case .west: VIPS_COMPASS_DIRECTION_WEST
+    case .northwest: VIPS_COMPASS_DIRECTION_NORTH_WEST
+    }
+  }
+
+  /// The top-left corner of a `width`×`height` box anchored in an `areaWidth`×`areaHeight` area.
+  public func origin(width: Int, height: Int, inWidth areaWidth: Int, height areaHeight: Int) -> (x: Int, y: Int) {
+    let spareX = areaWidth - width
+    let spareY = areaHeight - height
+    let x: Int
+    let y: Int
+    switch self {
+    case .west, .northwest, .southwest: x = 0
+    case .east, .northeast, .southeast: x = spareX
+    default: x = spareX / 2
+    }
+    switch self {
+    case .north, .northwest, .northeast: y = 0
+    case .south, .southwest, .southeast: y = spareY
+    default: y = spareY / 2
+    }
+    return (x, y)
+  }
+}
+
+/// How a smart crop chooses the interesting part of an image.
+public enum SmartCropStrategy: String, Sendable, Hashable, Codable, CaseIterable {
+  /// Looks for skin tones, saturated colour and edges (libvips `attention`).
+  case attention
+  /// Keeps the region with the most detail (libvips `entropy`).
+  case entropy
+
+  var interesting: VipsInteresting {
+    self == .attention ? VIPS_INTERESTING_ATTENTION : VIPS_INTERESTING_ENTROPY
+  }
+}
+
+/// A resampling kernel.
+public enum ResizeKernel: String, Sendable, Hashable, Codable, CaseIterable {
+  case nearest, linear, cubic, mitchell, lanczos2, lanczos3
+
+  var vipsKernel: VipsKernel {
+    switch self {
+    case .nearest: VIPS_KERNEL_NEAREST
+    case .linear: VIPS_KERNEL_LINEAR
+    case .cubic: VIPS_KERNEL_CUBIC
+    case .mitchell: VIPS_KERNEL_MITCHELL
+    case .lanczos2: VIPS_KERNEL_LANCZOS2
+    case .lanczos3: VIPS_KERNEL_LANCZOS3
+    }
+  }
+}
+
+extension VipsImage {
+  /// Rotates and flips according to the EXIF orientation, and resets the tag.
+  public func autorotated() throws(PipelineError) -> VipsImage {
+    guard orientation != 1 else { return self }
+    return try derive("applying the EXIF orientation") { dr_autorot($0, $1) }
+  }
+
+  /// Converts to sRGB using the embedded ICC profile (or the built-in CMYK profile for CMYK
+  /// images without one); other colour spaces are converted without profiles.
+  public func convertedToSRGB() throws(PipelineError) -> VipsImage {
+    let space = interpretation
+    if hasICCProfile {
+      do {
+        return try derive("converting the embedded colour profile to sRGB") { dr_icc_to_srgb($0, 1, nil, $1) }
+      } catch {
+        // A broken embedded profile: fall back to a plain conversion rather than fail the image.
+        return try plainSRGB()
+      }
+    }
+    if space == VIPS_INTERPRETATION_CMYK {
+      return try derive("converting CMYK to sRGB") { dr_icc_to_srgb($0, 0, "cmyk", $1) }
+    }
+    return try plainSRGB()
+  }
+
+  private func plainSRGB() throws(PipelineError) -> VipsImage {
+    let space = interpretation
+    let standard = [VIPS_INTERPRETATION_sRGB, VIPS_INTERPRETATION_B_W, VIPS_INTERPRETATION_RGB16, VIPS_INTERPRETATION_GREY16]
+    if standard.contains(space) { return self }
+    if bands < 3, space == VIPS_INTERPRETATION_MULTIBAND || space == VIPS_INTERPRETATION_MATRIX {
+      return try derive("converting to greyscale") { dr_colourspace($0, VIPS_INTERPRETATION_B_W, $1) }
+    }
+    return try derive("converting to sRGB") { dr_colourspace($0, VIPS_INTERPRETATION_sRGB, $1) }
+  }
+
+  /// Converts to 8-bit sRGB (or 8-bit greyscale), as most encoders need.
+  public func eightBitSRGB(keepGrey: Bool = true) throws(PipelineError) -> VipsImage {
+    let space = interpretation
+    let grey = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16
+    let target = grey && keepGrey ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB
+    var image = self
+    if space != target || bandFormat != VIPS_FORMAT_UCHAR {
+      image = try derive("converting to 8-bit") { dr_colourspace($0, target, $1) }
+    }
+    if image.bandFormat != VIPS_FORMAT_UCHAR {
+      image = try image.derive("converting to 8-bit") { dr_cast($0, VIPS_FORMAT_UCHAR, $1) }
+    }
+    return image
+  }
+
+  /// The area at `x`, `y` of size `width`×`height`, clamped to the image.
+  public func cropped(x: Int, y: Int, width: Int, height: Int) throws(PipelineError) -> VipsImage {
+    let left = min(max(0, x), self.width - 1)
+    let top = min(max(0, y), self.height - 1)
+    let w = max(1, min(width, self.width - left))
+    let h = max(1, min(height, self.height - top))
+    if left == 0, top == 0, w == self.width, h == self.height { return self }
+    return try derive("cropping") { dr_crop($0, Int32(left), Int32(top), Int32(w), Int32(h), $1) }
+  }
+
+  /// The most interesting `width`×`height` area.
+  public func smartCropped(width: Int, height: Int, strategy: SmartCropStrategy) throws(PipelineError) -> VipsImage {
+    let w = max(1, min(width, self.width))
+    let h = max(1, min(height, self.height))
+    if w == self.width, h == self.height { return self }
+    return try derive("smart cropping") { dr_smartcrop($0, Int32(w), Int32(h), strategy.interesting, $1) }
+  }
+
+  /// Places the image in a `width`×`height` box at `gravity`, cropping what sticks out and padding
+  /// with `background` (one value per band) where it does not reach.
+  public func placed(inWidth width: Int, height: Int, gravity: Gravity, background: [Double]) throws(PipelineError) -> VipsImage {
+    if width == self.width, height == self.height { return self }
+    var values = background
+    while values.count < bands { values.append(values.last ?? 0) }
+    values = Array(values.prefix(bands))
+    return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in
+      try derive("padding") { dr_gravity($0, gravity.direction, Int32(width), Int32(height), buffer.baseAddress, Int32(buffer.count), $1) }
+    }
+  }
+
+  /// Resamples by independent horizontal and vertical factors, premultiplying alpha so that
+  /// transparent pixels do not bleed into visible ones.
+  public func resized(horizontal: Double, vertical: Double, kernel: ResizeKernel) throws(PipelineError) -> VipsImage {
+    if horizontal == 1, vertical == 1 { return self }
+    guard hasAlpha else {
+      return try derive("resizing") { dr_resize($0, horizontal, vertical, kernel.vipsKernel, $1) }
+    }
+    let format = bandFormat
+    let premultiplied = try derive("premultiplying alpha") { dr_premultiply($0, $1) }
+    let scaled = try premultiplied.derive("resizing") { dr_resize($0, horizontal, vertical, kernel.vipsKernel, $1) }
+    let restored = try scaled.derive("unpremultiplying alpha") { dr_unpremultiply($0, $1) }
+    return try restored.derive("restoring the pixel format") { dr_cast($0, format, $1) }
+  }
+
+  /// Composes the image over a solid background, dropping alpha.
+  public func flattened(background: [Double]) throws(PipelineError) -> VipsImage {
+    guard hasAlpha else { return self }
+    var values = background
+    let colourBands = bands - 1
+    while values.count < colourBands { values.append(values.last ?? 255) }
+    values = Array(values.prefix(colourBands))
+    return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in
+      try derive("flattening alpha") { dr_flatten($0, buffer.baseAddress, Int32(buffer.count), $1) }
+    }
+  }
+}

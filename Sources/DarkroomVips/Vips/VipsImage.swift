@@ -1,0 +1,83 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+/// An immutable libvips image: a reference-counted handle, released when the last Swift
+/// reference goes.
+///
+/// libvips images are lazy descriptions of pixels; nothing is computed until an image is saved or
+/// measured. The handle is immutable and libvips is thread-safe for reading it, so the wrapper is
+/// `Sendable`. An image made from memory keeps that memory alive (``ImageBytes``) for as long as
+/// it, or any image derived from it, exists.
+///
+/// ```swift
+/// let image = try VipsImage.load(.jpeg, from: bytes)
+/// let small = try image.resized(horizontal: 0.25, vertical: 0.25, kernel: .lanczos3)
+/// print(small.width, small.height)
+/// ```
+public final class VipsImage: @unchecked Sendable {
+  // Never mutated after init; libvips images are immutable once built and their reference
+  // counting is atomic, which is what makes this class safe to share (@unchecked Sendable).
+  let pointer: UnsafeMutablePointer<CVips.VipsImage>
+  /// Memory (and source images) that must outlive this image.
+  private let keepAlive: [AnyObject]
+
+  init(taking pointer: UnsafeMutablePointer<CVips.VipsImage>, keepAlive: [AnyObject]) {
+    self.pointer = pointer
+    self.keepAlive = keepAlive
+  }
+
+  deinit { g_object_unref(pointer) }
+
+  /// Width in pixels.
+  public var width: Int { Int(vips_image_get_width(pointer)) }
+  /// Height in pixels.
+  public var height: Int { Int(vips_image_get_height(pointer)) }
+  /// Number of bands (3 for RGB, 4 for RGBA…).
+  public var bands: Int { Int(vips_image_get_bands(pointer)) }
+  /// Whether the last band is alpha.
+  public var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
+  /// The EXIF orientation tag (1…8; 1 when absent).
+  public var orientation: Int { Int(vips_image_get_orientation(pointer)) }
+  /// Whether an ICC profile is attached.
+  public var hasICCProfile: Bool { dr_has_icc(pointer) != 0 }
+  /// The colour interpretation.
+  var interpretation: VipsInterpretation { vips_image_get_interpretation(pointer) }
+  /// The pixel format of each band.
+  var bandFormat: VipsBandFormat { vips_image_get_format(pointer) }
+
+  /// Runs a shim call producing a new image; throws with libvips' error text on failure.
+  func derive(
+    _ what: String, code: PipelineError.Code = .processingFailed,
+    _ call: (UnsafeMutablePointer<CVips.VipsImage>, UnsafeMutablePointer<UnsafeMutablePointer<CVips.VipsImage>?>) -> Int32
+  ) throws(PipelineError) -> VipsImage {
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    guard call(pointer, &out) == 0, let out else {
+      let cause = Vips.captureError()
+      throw PipelineError(Vips.isLoaderFailure(cause) ? .corruptImage : code, "\(what) failed: \(cause.text)", cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: [self])
+  }
+
+  /// Stops any evaluation of this image in progress (used on cancellation).
+  public func kill() { dr_kill(pointer) }
+
+  /// Computes the average pixel value, which forces every pixel to be decoded.
+  public func average() throws(PipelineError) -> Double {
+    var value = 0.0
+    guard dr_avg(pointer, &value) == 0 else {
+      let cause = Vips.captureError()
+      throw PipelineError(Vips.isLoaderFailure(cause) ? .corruptImage : .processingFailed, "reading pixels failed: \(cause.text)", cause: cause)
+    }
+    return value
+  }
+
+  /// Decodes all pixels into memory now (so later steps cannot fail on damaged data).
+  public func materialized() throws(PipelineError) -> VipsImage {
+    guard let out = vips_image_copy_memory(pointer) else {
+      let cause = Vips.captureError()
+      throw PipelineError(Vips.isLoaderFailure(cause) ? .corruptImage : .processingFailed, "decoding pixels failed: \(cause.text)", cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: [])
+  }
+}

@@ -1,0 +1,117 @@
+import Darkroom
+import Foundation
+import Synchronization
+
+/// Runs a graph over many sources, `jobs` at a time, with progress and a summary.
+struct BatchRunner {
+  let graph: StageGraph
+  let writer: Writer?
+  let jobs: Int
+  let timeout: Duration
+  let emitEvents: Bool
+  let showProgress: Bool
+
+  struct Report {
+    var done = 0
+    var failed = 0
+    var durations: [Double] = []
+    var elapsed: Double = 0
+
+    var summary: String {
+      let sorted = durations.sorted()
+      func percentile(_ p: Double) -> String {
+        guard !sorted.isEmpty else { return "-" }
+        let index = min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))
+        return String(format: "%.1f ms", sorted[index])
+      }
+      let rate = elapsed > 0 ? Double(done + failed) / elapsed : 0
+      return String(
+        format: "done %d, failed %d, %.1f images/s, per image p50 %@, p95 %@, total %.2f s", done, failed, rate, percentile(0.5),
+        percentile(0.95), elapsed)
+    }
+  }
+
+  func run(_ sources: [ImageSource]) async -> Report {
+    let tally = Tally()
+    let started = ContinuousClock.now
+    var options = RunOptions(timeout: timeout)
+    if emitEvents { options.observers.append(EventsWriter()) }
+    options = withWriter(options)
+    let total = sources.count
+    let executor = PipelineExecutor()
+    await withTaskGroup(of: Void.self) { group in
+      var next = 0
+      while next < total || !group.isEmpty {
+        while next < total, next - tally.finishedCount < jobs {
+          let source = sources[next]
+          next += 1
+          group.addTask { [self, options] in
+            await runOne(source, executor: executor, options: options, tally: tally, total: total)
+          }
+        }
+        await group.next()
+      }
+    }
+    if showProgress { Terminal.status("") }
+    var report = tally.report
+    report.elapsed = (ContinuousClock.now - started).milliseconds / 1000
+    return report
+  }
+
+  private func runOne(_ source: ImageSource, executor: PipelineExecutor, options: RunOptions, tally: Tally, total: Int) async {
+    let clock = ContinuousClock()
+    let begin = clock.now
+    let outcome = await process(source, executor: executor, options: options)
+    let snapshot = tally.record(outcome, milliseconds: (clock.now - begin).milliseconds)
+    if case .failure(let error) = outcome, !emitEvents {
+      if showProgress { Terminal.status("") }
+      Terminal.error("failed: \(source): \(error.code): \(error.message)")
+    }
+    if showProgress { Terminal.status(progressLine(snapshot, total: total)) }
+  }
+
+  /// Counts outcomes from concurrent tasks.
+  final class Tally: Sendable {
+    private let state = Mutex(Report())
+
+    var finishedCount: Int { state.withLock { $0.done + $0.failed } }
+    var report: Report { state.withLock { $0 } }
+
+    func record(_ outcome: Result<Void, PipelineError>, milliseconds: Double) -> Report {
+      state.withLock { report in
+        if case .failure = outcome { report.failed += 1 } else { report.done += 1 }
+        report.durations.append(milliseconds)
+        return report
+      }
+    }
+  }
+
+  private func process(_ source: ImageSource, executor: PipelineExecutor, options: RunOptions) async -> Result<Void, PipelineError> {
+    let operation = executor.start(graph, input: source, options: options, as: (any Sendable).self)
+    switch await operation.result {
+    case .success: return .success(())
+    case .failure(let error): return .failure(error)
+    }
+  }
+
+  /// When the pipeline ends with `encode`, writes the image in a willFinish hook (so a failed write
+  /// fails the operation and the events report the path).
+  private func withWriter(_ options: RunOptions) -> RunOptions {
+    guard let writer else { return options }
+    var options = options
+    let pipelineName = graph.name
+    options.onWillFinish { (image: EncodedImage, _: OperationInfo) in
+      let context = StageContext(pipelineName: pipelineName)
+      _ = try await writer.process(image, context: context)
+    }
+    return options
+  }
+
+  private func progressLine(_ report: Report, total: Int) -> String {
+    let finished = report.done + report.failed
+    let width = 30
+    let filled = total > 0 ? width * finished / total : width
+    let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
+    return "\(bar) \(finished)/\(total)  failed \(report.failed)"
+  }
+}

@@ -1,0 +1,88 @@
+import ArgumentParser
+import Darkroom
+import Foundation
+
+/// `darkroom run PIPELINE INPUT...`: runs a pipeline file over files, folders and URLs.
+struct RunCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "run",
+    abstract: "Run a pipeline file over inputs (files, folders, file:// URLs).",
+    discussion: """
+      Outputs are written by the pipeline's "write" stage, or, when the pipeline ends with \
+      "encode", into --output as {name}.{ext}. Exit status 0 when every input succeeded, 1 when \
+      any failed, 2 when the pipeline file is invalid.
+      """)
+
+  @Argument(help: "The pipeline JSON file.")
+  var pipeline: String
+
+  @Argument(help: "Input files, folders (their image files) or file:// URLs.")
+  var inputs: [String]
+
+  @Option(name: .shortAndLong, help: "The output directory.")
+  var output: String = "out"
+
+  @Option(name: .shortAndLong, help: "How many images to process at once (default: the number of cores).")
+  var jobs: Int?
+
+  @Option(help: "Event output: 'jsonl' writes one JSON object per event to stdout.")
+  var events: EventsFormat?
+
+  @Option(help: "Only read local sources inside this directory (symlinks resolved).")
+  var root: String?
+
+  @Option(help: "Time limit per image, in seconds.")
+  var timeout: Double = 60
+
+  @Option(help: "Threads libvips uses inside one image (default 1; the runner parallelises across images).")
+  var vipsThreads: Int = 1
+
+  @Flag(help: "Descend into subfolders of folder inputs.")
+  var recursive = false
+
+  @Flag(help: "Turn off stage fusion (shrink-on-load).")
+  var noFusion = false
+
+  @Flag(help: "No progress bar or summary.")
+  var quiet = false
+
+  enum EventsFormat: String, ExpressibleByArgument { case jsonl }
+
+  func validate() throws {
+    if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1, got \(jobs)") }
+    if timeout <= 0 { throw ValidationError("--timeout must be positive, got \(timeout)") }
+    if vipsThreads < 1 { throw ValidationError("--vips-threads must be at least 1") }
+  }
+
+  func run() async throws {
+    let context = StageBuildContext(outputDirectory: output, allowedRoot: root)
+    var graph: StageGraph
+    do {
+      graph = try PipelineDefinition.load(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
+    } catch {
+      Terminal.error("error: invalid pipeline: \(error.message)")
+      throw ExitStatus.invalidPipeline
+    }
+    if noFusion { graph = graph.fusion(false) }
+    do {
+      try Darkroom.bootstrap(vipsConcurrency: vipsThreads)
+    } catch {
+      Terminal.error("error: \(error.message)")
+      throw ExitCode.failure
+    }
+    let sources = InputExpander(recursive: recursive).expand(inputs)
+    if sources.isEmpty {
+      Terminal.error("error: no inputs: the given folders hold no image files")
+      throw ExitStatus.inputsFailed
+    }
+    let endsWithEncode = ObjectIdentifier(graph.outputType) == ObjectIdentifier(EncodedImage.self)
+    let writer = endsWithEncode ? Writer(directory: output) : nil
+    let runner = BatchRunner(
+      graph: graph, writer: writer, jobs: jobs ?? ProcessInfo.processInfo.activeProcessorCount,
+      timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,
+      showProgress: !quiet && Terminal.stderrIsTerminal)
+    let report = await runner.run(sources)
+    if !quiet { Terminal.error(report.summary) }
+    if report.failed > 0 { throw ExitStatus.inputsFailed }
+  }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Darkroom
+import Foundation
+
+/// `darkroom validate FILE...`: checks pipeline files without running them.
+struct ValidateCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "validate", abstract: "Validate pipeline files; print every problem with its JSON path.")
+
+  @Argument(help: "Pipeline JSON files.")
+  var files: [String]
+
+  @Flag(help: "Print nothing for valid files.")
+  var quiet = false
+
+  func run() throws {
+    var invalid = 0
+    for file in files {
+      do {
+        let graph = try PipelineDefinition.load(contentsOf: file, registry: Darkroom.standardRegistry)
+        if !quiet {
+          let plan = graph.runnableStages.map(\.kind).joined(separator: " → ")
+          print("ok: \(file) (\"\(graph.name)\": \(plan))")
+        }
+      } catch {
+        invalid += 1
+        Terminal.error("invalid: \(error.message)")
+      }
+    }
+    if invalid > 0 { throw ExitStatus.invalidPipeline }
+  }
+}
+
+/// `darkroom stages`: the registered stage kinds and their options.
+struct StagesCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(commandName: "stages", abstract: "List stage kinds, their options and defaults.")
+
+  @Flag(help: "Print Markdown (the source of Docs/Stages.md).")
+  var markdown = false
+
+  func run() {
+    let registry = Darkroom.standardRegistry
+    print(markdown ? StageCatalog.markdown(for: registry) : StageCatalog.text(for: registry), terminator: "")
+  }
+}
+
+/// `darkroom schema`: a JSON Schema for pipeline files.
+struct SchemaCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(commandName: "schema", abstract: "Print a JSON Schema for pipeline files.")
+
+  func run() {
+    print(JSONSchema.document(for: Darkroom.standardRegistry).prettyText)
+  }
+}
