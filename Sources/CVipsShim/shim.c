@@ -147,3 +147,22 @@ int dr_gifsave_buffer(VipsImage *in, int effort, int strip, void **buf, size_t *
 int dr_has_icc(VipsImage *in) { return vips_image_get_typeof(in, VIPS_META_ICC_NAME) != 0; }
 
 void dr_kill(VipsImage *image) { vips_image_set_kill(image, TRUE); }
+
+int dr_image_from_pixels(const void *pixels, int width, int height, int bands, VipsImage **out) {
+  VipsImage *image = vips_image_new_from_memory_copy(pixels, (size_t)width * height * bands, width, height, bands, VIPS_FORMAT_UCHAR);
+  if (!image) return -1;
+  image->Type = bands >= 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W;
+  *out = image;
+  return 0;
+}
+
+int dr_image_to_pixels(VipsImage *in, void **pixels, size_t *length) {
+  *pixels = vips_image_write_to_memory(in, length);
+  return *pixels ? 0 : -1;
+}
+
+int dr_with_orientation(VipsImage *in, int orientation, VipsImage **out) {
+  if (vips_copy(in, out, NULL)) return -1;
+  vips_image_set_int(*out, VIPS_META_ORIENTATION, orientation);
+  return 0;
+}

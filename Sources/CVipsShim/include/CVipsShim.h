@@ -65,6 +65,15 @@ int dr_gifsave_buffer(VipsImage *in, int effort, int strip, void **buf, size_t *
 // `size` bytes, NUL-terminated), clears it, and returns its length (0 when there was none).
 size_t dr_take_warning(char *buffer, size_t size);
 
+// Pixels in and out (tests and callers that bring their own pixels).
+// dr_image_from_pixels copies `width*height*bands` bytes of 8-bit pixels into a new sRGB (3/4
+// bands) or B_W (1/2 bands) image. dr_image_to_pixels decodes `in` into memory the caller frees
+// with g_free.
+int dr_image_from_pixels(const void *pixels, int width, int height, int bands, VipsImage **out);
+int dr_image_to_pixels(VipsImage *in, void **pixels, size_t *length);
+// A copy of `in` with the EXIF orientation tag set (written into EXIF when saved with metadata).
+int dr_with_orientation(VipsImage *in, int orientation, VipsImage **out);
+
 // Whether the image has an embedded ICC profile.
 int dr_has_icc(VipsImage *in);
 

@@ -3,8 +3,9 @@ enum Suggestion {
   /// The closest candidate within a small edit distance, if any.
   static func closest(to word: String, in candidates: [String]) -> String? {
     let lower = word.lowercased()
-    let scored = candidates.map { ($0, distance(lower, $0.lowercased())) }
-    guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
+    // Ties go to a candidate that starts with the word ("fil" → "fill", not "fit").
+    let scored = candidates.map { ($0, distance(lower, $0.lowercased()), $0.lowercased().hasPrefix(lower) ? 0 : 1) }
+    guard let best = scored.min(by: { ($0.1, $0.2) < ($1.1, $1.2) }) else { return nil }
     let limit = max(2, word.count / 3)
     if best.1 <= limit { return best.0 }
     return candidates.first { $0.lowercased().hasPrefix(lower) || lower.hasPrefix($0.lowercased()) }

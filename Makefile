@@ -1,0 +1,47 @@
+# Darkroom: each target installs what it needs first.
+SWIFT ?= swift
+OUT ?= out
+BENCH_DIR ?= /tmp/darkroom-bench
+SHARED ?= $(abspath ../shared)
+
+.PHONY: deps demo test bench build release docs-stages format clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product darkroom
+
+## demo: runs the runner on the bundled example pipelines and images (offline); outputs in out/
+demo: build
+	@rm -rf $(OUT) && mkdir -p $(OUT)
+	.build/debug/darkroom validate Examples/pipelines/*.json
+	.build/debug/darkroom run Examples/pipelines/thumbnail.json Examples/images --output $(OUT)
+	.build/debug/darkroom run Examples/pipelines/avatar.json Examples/images --output $(OUT)
+	@echo "outputs:" && ls -l $(OUT)
+
+## test: the whole test suite (reads the shared corpus from ../shared/corpus or $$DARKROOM_CORPUS)
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+## bench: release build, then ../shared/bench/compare.py cases A and B with darkroom beside the peers
+bench: release
+	@scripts/install-deps.sh --bench
+	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case A \
+	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fit.json "$$IN" --output "$$OUT" --quiet'
+	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case B \
+	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fill.json "$$IN" --output "$$OUT" --quiet'
+
+## docs-stages: regenerates Docs/Stages.md from the registry
+docs-stages: build
+	.build/debug/darkroom stages --markdown > Docs/Stages.md
+
+format:
+	$(SWIFT) format --in-place --recursive Sources Tests Plugins Package.swift
+
+clean:
+	rm -rf .build $(OUT)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Darkroom needs, when they are missing.
+#   scripts/install-deps.sh           build and test dependencies (libvips-dev, libcurl4-openssl-dev)
+#   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, Pillow)
+set -euo pipefail
+packages=()
+pkg-config --exists vips 2>/dev/null || packages+=(libvips-dev)
+pkg-config --exists libcurl 2>/dev/null || packages+=(libcurl4-openssl-dev)
+command -v pkg-config >/dev/null || packages+=(pkg-config)
+if [ "${1:-}" = "--bench" ]; then
+  command -v vipsthumbnail >/dev/null || packages+=(libvips-tools)
+  [ -x /usr/bin/convert-im6.q16 ] || [ -x /usr/bin/convert ] && /usr/bin/convert -version 2>/dev/null | grep -q ImageMagick || packages+=(imagemagick)
+fi
+if [ ${#packages[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing: ${packages[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+fi
+if [ "${1:-}" = "--bench" ]; then
+  python3 -c 'import PIL' 2>/dev/null || python3 -m pip install -q pillow || echo "Pillow unavailable: the pillow peer will be skipped"
+fi
