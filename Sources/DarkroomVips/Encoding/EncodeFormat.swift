@@ -45,7 +45,7 @@ public enum EncodeFormat: Sendable, Hashable {
     }
   }
 
-  var identifier: String {
+  public var identifier: String {
     switch self {
     case .jpeg(let q, let p): "jpeg(q=\(q),progressive=\(p))"
     case .png(let c, let p, let q): "png(compression=\(c),palette=\(p),q=\(q))"

@@ -38,7 +38,7 @@ public struct ShrinkOnLoadDecoder: Stage {
   }
 
   /// The JPEG/WebP shrink factor for reducing by `shrink` (sharp's rule).
-  static func loadShrink(for shrink: Double) -> Int {
+  public static func loadShrink(for shrink: Double) -> Int {
     var factor = 1
     if shrink >= 8 { factor = 8 } else if shrink >= 4 { factor = 4 } else if shrink >= 2 { factor = 2 }
     if factor > 1, Int(shrink) == factor { factor /= 2 }
