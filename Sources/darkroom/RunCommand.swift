@@ -34,7 +34,9 @@ struct RunCommand: AsyncParsableCommand {
   @Option(help: "Time limit per image, in seconds.")
   var timeout: Double = 60
 
-  @Option(help: "Threads libvips uses inside one image (default 1; the runner parallelises across images).")
+  @Option(
+    help: "Threads libvips uses inside one image (default 1; the runner parallelises across images). More than 1 makes strict detection of damaged JPEGs unreliable on libvips 8.14."
+  )
   var vipsThreads: Int = 1
 
   @Flag(help: "Descend into subfolders of folder inputs.")

@@ -72,7 +72,9 @@ public struct Encoder: Stage {
     }
     guard status == 0, let buffer else {
       let cause = Vips.captureError()
-      if Vips.isLoaderFailure(cause) {
+      // Savers rarely fail on their own; a failure while pixels are pulled through is the
+      // source's damaged data (libvips' JPEG reader sometimes leaves no message at all).
+      if !Vips.isSaverFailure(cause) {
         throw PipelineError(
           .corruptImage, "the \(input.sourceFormat) data is damaged or truncated: \(cause.text) (decode with \"lenient\": true to accept partial images)",
           source: input.source.description, cause: cause)

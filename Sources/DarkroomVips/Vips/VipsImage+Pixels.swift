@@ -29,7 +29,7 @@ extension VipsImage {
     var length = 0
     guard dr_image_to_pixels(pointer, &buffer, &length) == 0, let buffer else {
       let cause = Vips.captureError()
-      throw PipelineError(Vips.isLoaderFailure(cause) ? .corruptImage : .processingFailed, "reading pixels failed: \(cause.text)", cause: cause)
+      throw PipelineError(.corruptImage, "reading pixels failed: \(cause.text)", cause: cause)
     }
     defer { g_free(buffer) }
     return Array(UnsafeRawBufferPointer(start: buffer, count: length))

@@ -67,7 +67,7 @@ public final class VipsImage: @unchecked Sendable {
     var value = 0.0
     guard dr_avg(pointer, &value) == 0 else {
       let cause = Vips.captureError()
-      throw PipelineError(Vips.isLoaderFailure(cause) ? .corruptImage : .processingFailed, "reading pixels failed: \(cause.text)", cause: cause)
+      throw PipelineError(.corruptImage, "reading pixels failed: \(cause.text)", cause: cause)
     }
     return value
   }
@@ -76,7 +76,9 @@ public final class VipsImage: @unchecked Sendable {
   public func materialized() throws(PipelineError) -> VipsImage {
     guard let out = vips_image_copy_memory(pointer) else {
       let cause = Vips.captureError()
-      throw PipelineError(Vips.isLoaderFailure(cause) ? .corruptImage : .processingFailed, "decoding pixels failed: \(cause.text)", cause: cause)
+      // Pulling pixels fails when the source data is damaged. The message cannot decide this:
+      // libvips' error buffer is process-wide, so a concurrent failure may have taken it.
+      throw PipelineError(.corruptImage, "decoding pixels failed: \(cause.text)", cause: cause)
     }
     return VipsImage(taking: out, keepAlive: [])
   }

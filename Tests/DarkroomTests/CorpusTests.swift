@@ -1,0 +1,165 @@
+import Darkroom
+import DarkroomTesting
+import Foundation
+import Testing
+
+/// One row of the shared corpus manifest.
+struct CorpusEntry: Sendable, CustomTestStringConvertible {
+  var path: String
+  var format: String
+  var width: Int?
+  var height: Int?
+  var orientation: Int?
+  var expected: String
+  var testDescription: String { "\(path) [\(expected)]" }
+
+  /// The corpus folder: $DARKROOM_CORPUS or ../shared/corpus beside the package.
+  static var directory: String {
+    if let configured = ProcessInfo.processInfo.environment["DARKROOM_CORPUS"], !configured.isEmpty { return configured }
+    let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return package.deletingLastPathComponent().appendingPathComponent("shared/corpus").path
+  }
+
+  static let all: [CorpusEntry] = {
+    let manifest = (directory as NSString).appendingPathComponent("MANIFEST.tsv")
+    guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else { return [] }
+    var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+    guard let header = lines.first else { return [] }
+    lines.removeFirst()
+    func column(_ name: String) -> Int { header.firstIndex(of: name) ?? 0 }
+    let (path, format, width, height, orientation, expected) = (
+      column("path"), column("format"), column("width"), column("height"), column("orientation"), column("expected")
+    )
+    return lines.filter { $0.count > expected }.map {
+      CorpusEntry(path: $0[path], format: $0[format], width: Int($0[width]), height: Int($0[height]), orientation: Int($0[orientation]), expected: $0[expected])
+    }
+  }()
+
+  /// Files libvips 8.14 cannot decode although they are valid: tiled TIFFs with separate planes
+  /// ("tiled separate planes not supported"). They must fail cleanly instead.
+  static let knownLimitations: Set<String> = ["pillow/tiff_tiled_planar_raw.tif", "pillow/tiff_tiled_planar_16bit_RGBa.tiff"]
+}
+
+@Suite("Shared corpus")
+struct CorpusTests {
+  static let strict = Pipeline(name: "corpus-strict") {
+    Fetcher()
+    Decoder()
+    Resizer(width: 64, height: 64, mode: .fit)
+    Encoder(.png())
+  }
+  static let lenient = Pipeline(name: "corpus-lenient") {
+    Fetcher()
+    Decoder(lenient: true)
+    Resizer(width: 64, height: 64, mode: .fit)
+    Encoder(.png())
+  }
+
+  @Test("the manifest is there and complete")
+  func manifestPresent() {
+    #expect(CorpusEntry.all.count >= 200, "corpus not found at \(CorpusEntry.directory); set DARKROOM_CORPUS")
+  }
+
+  @Test("every corpus file ends as its manifest says, in time", arguments: CorpusEntry.all)
+  func corpusFile(_ entry: CorpusEntry) async throws {
+    let path = (CorpusEntry.directory as NSString).appendingPathComponent(entry.path)
+    let source = ImageSource(path: path)
+    let clock = ContinuousClock()
+    let started = clock.now
+    let result = await Self.strict.run(source, options: RunOptions(timeout: .seconds(30))).result
+    let elapsed = clock.now - started
+    #expect(elapsed < .seconds(30), "took \(elapsed)")
+
+    switch entry.expected {
+    case "decode", "decode-tolerant", "decode-autorotate":
+      if CorpusEntry.knownLimitations.contains(entry.path) {
+        guard case .failure(let error) = result else { return }  // a newer libvips may decode it: fine
+        #expect(error.code == .corruptImage, "\(error)")
+        return
+      }
+      guard case .success(let image) = result else {
+        Issue.record("expected to decode, got \(result)")
+        return
+      }
+      #expect(max(image.width, image.height) <= 64)
+      #expect(!image.partial)
+      if entry.expected == "decode-autorotate", let width = entry.width, let height = entry.height, width != height,
+        let orientation = entry.orientation
+      {
+        // Upright: the long side of the output matches the long side of the upright source.
+        let uprightLandscape = (orientation >= 5) ? height > width : width > height
+        #expect((image.width > image.height) == uprightLandscape, "not upright: \(image.width)×\(image.height)")
+      }
+    case "reject":
+      guard case .failure(let error) = result else {
+        Issue.record("expected a rejection, got an image")
+        return
+      }
+      #expect([.corruptImage, .unsupportedFormat, .imageTooLarge].contains(error.code), "\(error)")
+      #expect(!error.message.isEmpty)
+    case "reject-unsupported":
+      guard case .failure(let error) = result else {
+        Issue.record("expected unsupportedFormat, got an image")
+        return
+      }
+      #expect(error.code == .unsupportedFormat, "\(error)")
+    case "reject-limit":
+      guard case .failure(let error) = result else {
+        Issue.record("expected imageTooLarge, got an image")
+        return
+      }
+      #expect(error.code == .imageTooLarge, "\(error)")
+      #expect(elapsed < .seconds(2), "a declared-huge image must be refused from its header")
+    case "reject-or-partial":
+      guard case .failure(let error) = result else {
+        Issue.record("strict decoding accepted damaged data")
+        return
+      }
+      #expect(error.code == .corruptImage, "\(error)")
+      let relaxed = await Self.lenient.run(source, options: RunOptions(timeout: .seconds(30))).result
+      if case .success(let image) = relaxed {
+        #expect(image.partial, "lenient decoding must flag the partial image")
+      }
+    case "no-crash":
+      if case .failure(let error) = result {
+        #expect(error.code != .stageFailed, "\(error)")
+      }
+    default:
+      Issue.record("unknown expectation \(entry.expected)")
+    }
+  }
+
+  @Test("EXIF orientation examples all come out like the upright original")
+  func orientationExamples() async throws {
+    let folder = (CorpusEntry.directory as NSString).appendingPathComponent("exif-orientation-examples")
+    let pipeline = Pipeline(name: "orient") {
+      Fetcher()
+      Decoder()
+      Resizer(width: 90, height: 90, mode: .fit)
+      Encoder(.png())
+    }
+    for kind in ["Landscape", "Portrait"] {
+      let reference = try decodeMaterialized(try await pipeline.process(ImageSource(path: "\(folder)/\(kind)_1.jpg")))
+      let names = (try FileManager.default.contentsOfDirectory(atPath: folder)).filter { $0.hasPrefix(kind + "_") && !$0.hasSuffix("_1.jpg") }
+      #expect(!names.isEmpty)
+      for name in names {
+        let image = try decodeMaterialized(try await pipeline.process(ImageSource(path: "\(folder)/\(name)")))
+        let sameSize = image.width == reference.width && image.height == reference.height
+        #expect(sameSize, "\(name): \(image.width)×\(image.height)")
+        #expect(try meanDifference(image.image, reference.image) < 12, "\(name) is not upright")
+      }
+    }
+  }
+
+  func decodeMaterialized(_ encoded: EncodedImage) throws -> DecodedImage {
+    let decoded = try Decoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes))
+    return decoded.with(try decoded.image.materialized())
+  }
+
+  func meanDifference(_ a: VipsImage, _ b: VipsImage) throws -> Double {
+    let x = try a.pixelBytes()
+    let y = try b.pixelBytes()
+    guard x.count == y.count, !x.isEmpty else { return .infinity }
+    return Double(zip(x, y).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) }) / Double(x.count)
+  }
+}
