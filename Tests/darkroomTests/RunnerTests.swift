@@ -1,0 +1,166 @@
+import DarkroomCore
+import Foundation
+import Testing
+
+/// Runs the built `darkroom` executable.
+struct Runner {
+  static var executable: String {
+    if let configured = ProcessInfo.processInfo.environment["DARKROOM_BIN"] { return configured }
+    // The test bundle sits next to the products of the same build.
+    var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    while !FileManager.default.fileExists(atPath: folder.appendingPathComponent("darkroom").path), folder.path != "/" {
+      folder.deleteLastPathComponent()
+    }
+    return folder.appendingPathComponent("darkroom").path
+  }
+
+  static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+  struct Result {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+  }
+
+  static func run(_ arguments: [String]) throws -> Result {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.currentDirectoryURL = package
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
+    let errData = Locked<Data>(Data())
+    let readerDone = DispatchSemaphore(value: 0)
+    let reader = Thread {
+      errData.set(err.fileHandleForReading.readDataToEndOfFile())
+      readerDone.signal()
+    }
+    reader.start()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    readerDone.wait()
+    return Result(
+      status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData.value, as: UTF8.self))
+  }
+
+  static func temporaryDirectory() throws -> String {
+    let path = NSTemporaryDirectory() + "darkroom-e2e-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+  }
+}
+
+/// A value handed from a reader thread.
+final class Locked<Value: Sendable>: @unchecked Sendable {
+  private let lock = NSLock()
+  private var stored: Value
+  init(_ value: Value) { stored = value }
+  func set(_ value: Value) { lock.withLock { stored = value } }
+  var value: Value { lock.withLock { stored } }
+}
+
+@Suite("The darkroom runner", .serialized)
+struct RunnerTests {
+  @Test("the demo pipelines produce real thumbnails")
+  func demo() throws {
+    let output = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    let thumbs = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output])
+    #expect(thumbs.status == 0, "\(thumbs.stderr)")
+    #expect(thumbs.stderr.contains("done 4, failed 0"))
+    let avatars = try Runner.run(["run", "Examples/pipelines/avatar.json", "Examples/images", "--output", output, "--events", "jsonl"])
+    #expect(avatars.status == 0, "\(avatars.stderr)")
+    let files = try FileManager.default.contentsOfDirectory(atPath: output).sorted()
+    #expect(files.filter { $0.hasSuffix("-thumb.jpg") }.count == 4)
+    #expect(files.filter { $0.hasSuffix("-avatar.webp") }.count == 4)
+    // The sideways portrait comes out upright (taller than wide), the landscape wider than tall.
+    let events = try avatars.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }
+    let finished = events.filter { $0["event"] == "finished" }
+    #expect(finished.count == 4)
+    for event in finished {
+      #expect(event["width"] == 256)
+      #expect(event["height"] == 256)
+      #expect(event["format"] == "webp")
+      if case .string(let path)? = event["output"] { #expect(FileManager.default.fileExists(atPath: path)) } else { Issue.record("no output path") }
+    }
+  }
+
+  @Test("JSON Lines events: every operation has started, stages, willFinish and exactly one terminal event")
+  func eventStream() throws {
+    let output = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    let bogus = (output as NSString).appendingPathComponent("not-an-image.jpg")
+    try Data("plain text".utf8).write(to: URL(fileURLWithPath: bogus))
+    let result = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", bogus, "--output", output, "--events", "jsonl"])
+    #expect(result.status == 1)
+    let events = try result.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }
+    let byOperation = Dictionary(grouping: events) { $0["operation"]?.jsonText ?? "" }
+    #expect(byOperation.count == 2)
+    for (_, list) in byOperation {
+      let names = list.compactMap { if case .string(let name)? = $0["event"] { name } else { nil } }
+      #expect(names.first == "started")
+      #expect(names.filter { ["finished", "failed", "cancelled"].contains($0) }.count == 1)
+      #expect(["finished", "failed"].contains(names.last ?? ""))
+      if names.last == "failed" {
+        let failure = list.last
+        #expect(failure?["error"]?["code"] == "unsupportedFormat")
+        #expect(failure?["source"] == .string(bogus))
+      } else {
+        #expect(names.contains("willFinish"))
+        #expect(list.contains { $0["stage"] == "decode+resize" })
+      }
+    }
+    // No partial output for the failed input.
+    #expect(!FileManager.default.fileExists(atPath: (output as NSString).appendingPathComponent("not-an-image-thumb.jpg")))
+  }
+
+  @Test("an invalid pipeline file exits 2 with a message that says where")
+  func invalidPipeline() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let file = (folder as NSString).appendingPathComponent("bad.json")
+    try Data(#"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "resize", "width": -5}]}"#.utf8).write(to: URL(fileURLWithPath: file))
+    let run = try Runner.run(["run", file, "Examples/images", "--output", folder])
+    #expect(run.status == 2)
+    #expect(run.stderr.contains("stages[1].width: expected a positive integer, got -5"))
+    let validate = try Runner.run(["validate", file, "Examples/pipelines/thumbnail.json"])
+    #expect(validate.status == 2)
+    #expect(validate.stdout.contains("ok: Examples/pipelines/thumbnail.json"))
+    #expect(validate.stderr.contains("invalid: \(file): stages[1].width"))
+    let usage = try Runner.run(["run", file])
+    #expect(usage.status == 64)
+  }
+
+  @Test("bad inputs fail with their codes; the exit status is 1; nothing partial is written")
+  func badInputs() throws {
+    let output = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    let result = try Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "does/not/exist.jpg", "--root", "Examples", "Examples/images/dunes.jpg", "/etc/hostname",
+      "--output", output,
+    ])
+    #expect(result.status == 1)
+    #expect(result.stderr.contains("failed: does/not/exist.jpg: notFound"))
+    #expect(result.stderr.contains("failed: /etc/hostname: accessDenied"))
+    #expect(result.stderr.contains("done 1, failed 2"))
+    #expect(try FileManager.default.contentsOfDirectory(atPath: output) == ["dunes-thumb.jpg"])
+  }
+
+  @Test("stages and schema describe the registry")
+  func stagesAndSchema() throws {
+    let stages = try Runner.run(["stages"])
+    #expect(stages.status == 0)
+    for kind in ["fetch", "decode", "crop", "resize", "encode", "write"] { #expect(stages.stdout.contains("\(kind): ")) }
+    let schema = try Runner.run(["schema"])
+    #expect(schema.status == 0)
+    let parsed = try JSONParser.parse(schema.stdout)
+    #expect(parsed["title"] == "Darkroom pipeline")
+    let markdown = try Runner.run(["stages", "--markdown"])
+    let committed = try String(contentsOf: Runner.package.appendingPathComponent("Docs/Stages.md"), encoding: .utf8)
+    #expect(markdown.stdout == committed, "Docs/Stages.md is stale: run make docs-stages")
+  }
+}
