@@ -1,6 +1,10 @@
 import ArgumentParser
 import Darkroom
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The `darkroom` runner: runs pipeline files over inputs, validates them, lists stages.
 @main
 struct DarkroomCommand: AsyncParsableCommand {
@@ -13,6 +17,30 @@ struct DarkroomCommand: AsyncParsableCommand {
       """,
     subcommands: [RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self]
   )
+
+  static func main() async {
+    #if canImport(Glibc)
+      // glibc gives every thread that allocates its own heap arena; with the blocking pool, the
+      // cooperative pool and libvips' workers that is many half-empty arenas. Two are plenty
+      // for image-per-thread work and keep peak memory down (measured in Docs/Performance.md).
+      // mallopt lives in <malloc.h>, which the Glibc module does not import; look it up instead.
+      if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") {
+        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
+        let arenaMaxParameter: Int32 = -8  // M_ARENA_MAX
+        _ = unsafeBitCast(symbol, to: Mallopt.self)(arenaMaxParameter, 2)
+      }
+    #endif
+    do {
+      var command = try parseAsRoot()
+      if var asyncCommand = command as? any AsyncParsableCommand {
+        try await asyncCommand.run()
+      } else {
+        try command.run()
+      }
+    } catch {
+      exit(withError: error)
+    }
+  }
 }
 
 /// Exit statuses shared by the subcommands.
