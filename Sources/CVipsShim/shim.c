@@ -114,11 +114,6 @@ int dr_flatten(VipsImage *in, const double *background, int n_background, VipsIm
   return result;
 }
 
-int dr_extract_bands(VipsImage *in, int first, int n, VipsImage **out) {
-  return vips_extract_band(in, out, first, "n", n, NULL);
-}
-
-int dr_avg(VipsImage *in, double *out) { return vips_avg(in, out, NULL); }
 
 int dr_jpegsave_buffer(VipsImage *in, int quality, int progressive, int strip, void **buf, size_t *len) {
   return vips_jpegsave_buffer(in, buf, len, "Q", quality, "interlace", progressive ? TRUE : FALSE, "strip",

@@ -28,7 +28,8 @@ public enum Darkroom {
       "fetch", summary: "Reads the source: a local path or file:// URL (confined to `root` when set).",
       options: FetchOptions.self
     ) { options, context in
-      Fetcher(maxBytes: options.maxBytes, root: options.root ?? context.allowedRoot)
+      // The file's root narrows the runner's: a path must be inside both.
+      Fetcher(maxBytes: options.maxBytes, roots: [options.root, context.allowedRoot].compactMap { $0 })
     }
     registry.register(
       "decode", summary: "Decodes JPEG, PNG, GIF, WebP, TIFF or HEIF/AVIF bytes (sniffed, trusted loaders only) into an image.",
@@ -58,7 +59,7 @@ public enum Darkroom {
       "write", summary: "Writes the encoded image into the output directory under a templated name, atomically.",
       options: WriteOptions.self
     ) { options, context in
-      Writer(directory: options.directory ?? context.outputDirectory ?? ".", template: options.template, overwrite: options.overwrite)
+      Writer(directory: options.resolvedDirectory(in: context), template: options.template, overwrite: options.overwrite)
     }
     return registry
   }

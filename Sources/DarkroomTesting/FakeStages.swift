@@ -5,14 +5,14 @@ import Synchronization
 /// A stage made of a closure, for tests and quick experiments.
 ///
 /// ```swift
-/// let double = ClosureStage<Int, Int>(kind: "double") { value, _ in value * 2 }
+/// let double = ClosureStage<Int, Int>(identifier: "double") { value, _ in value * 2 }
 /// ```
 public struct ClosureStage<Input: Sendable, Output: Sendable>: Stage {
   public static var kind: String { "closure" }
   public let identifier: String
   private let body: @Sendable (Input, StageContext) async throws -> Output
 
-  public init(kind identifier: String, _ body: @escaping @Sendable (Input, StageContext) async throws -> Output) {
+  public init(identifier: String, _ body: @escaping @Sendable (Input, StageContext) async throws -> Output) {
     self.identifier = identifier
     self.body = body
   }

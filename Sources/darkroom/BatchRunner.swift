@@ -5,7 +5,6 @@ import Synchronization
 /// Runs a graph over many sources, `jobs` at a time, with progress and a summary.
 struct BatchRunner {
   let graph: StageGraph
-  let writer: Writer?
   let jobs: Int
   let timeout: Duration
   let emitEvents: Bool
@@ -36,7 +35,6 @@ struct BatchRunner {
     let started = ContinuousClock.now
     var options = RunOptions(timeout: timeout)
     if emitEvents { options.observers.append(EventsWriter()) }
-    options = withWriter(options)
     let total = sources.count
     let executor = PipelineExecutor()
     await withTaskGroup(of: Void.self) { group in
@@ -92,19 +90,6 @@ struct BatchRunner {
     case .success: return .success(())
     case .failure(let error): return .failure(error)
     }
-  }
-
-  /// When the pipeline ends with `encode`, writes the image in a willFinish hook (so a failed write
-  /// fails the operation and the events report the path).
-  private func withWriter(_ options: RunOptions) -> RunOptions {
-    guard let writer else { return options }
-    var options = options
-    let pipelineName = graph.name
-    options.onWillFinish { (image: EncodedImage, _: OperationInfo) in
-      let context = StageContext(pipelineName: pipelineName)
-      _ = try await writer.process(image, context: context)
-    }
-    return options
   }
 
   private func progressLine(_ report: Report, total: Int) -> String {

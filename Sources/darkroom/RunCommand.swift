@@ -77,10 +77,17 @@ struct RunCommand: AsyncParsableCommand {
       Terminal.error("error: no inputs: the given folders hold no image files")
       throw ExitStatus.inputsFailed
     }
-    let endsWithEncode = ObjectIdentifier(graph.outputType) == ObjectIdentifier(EncodedImage.self)
-    let writer = endsWithEncode ? Writer(directory: output) : nil
+    if ObjectIdentifier(graph.outputType) == ObjectIdentifier(EncodedImage.self) {
+      // A pipeline ending with "encode" gets the default write stage: outputs land in --output.
+      do {
+        graph = try StageGraph(name: graph.name, stages: graph.stages + [AnyStage(Writer(directory: output))], fusion: graph.fusionEnabled)
+      } catch {
+        Terminal.error("error: \(error.message)")
+        throw ExitStatus.invalidPipeline
+      }
+    }
     let runner = BatchRunner(
-      graph: graph, writer: writer, jobs: jobs ?? ProcessInfo.processInfo.activeProcessorCount,
+      graph: graph, jobs: jobs ?? ProcessInfo.processInfo.activeProcessorCount,
       timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     let report = await runner.run(sources)

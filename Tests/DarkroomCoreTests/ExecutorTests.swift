@@ -8,8 +8,8 @@ struct Oops: Error, Sendable {}
 
 @Suite("Executor and operations")
 struct ExecutorTests {
-  let double = ClosureStage<Int, Int>(kind: "double") { value, _ in value * 2 }
-  let describe = ClosureStage<Int, String>(kind: "describe") { value, _ in "value \(value)" }
+  let double = ClosureStage<Int, Int>(identifier: "double") { value, _ in value * 2 }
+  let describe = ClosureStage<Int, String>(identifier: "describe") { value, _ in "value \(value)" }
 
   @Test("runs stages in order and emits the lifecycle in order")
   func eventsInOrder() async throws {

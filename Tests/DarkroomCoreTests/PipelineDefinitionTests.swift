@@ -45,7 +45,7 @@ struct PipelineDefinitionTests {
       ),
       (
         stages(#"{"stage": "fetch"}, {"stage": "resize", "width": 10}"#),
-        [#"stages[1]: stages[1] "resize" needs an image but stages[0] "fetch" produces bytes: add a "decode" stage between them"#]
+        [#"stages[1] "resize" needs an image but stages[0] "fetch" produces bytes: add a "decode" stage between them"#]
       ),
       (
         #"{"version": 2, "stages": [{"stage": "fetch"}]}"#,
@@ -67,7 +67,7 @@ struct PipelineDefinitionTests {
       ),
       (
         stages(#"{"stage": "decode"}"#),
-        [#"stages[0]: stages[0] "decode" needs bytes but a pipeline starts from a source: add a "fetch" stage first"#]
+        [#"stages[0] "decode" needs bytes but a pipeline starts from a source: add a "fetch" stage first"#]
       ),
       (
         stages(#"{"stage": "fetch"}, {"stage": "decode", "autoRotate": "yes"}"#),

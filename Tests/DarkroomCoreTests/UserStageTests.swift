@@ -60,7 +60,7 @@ struct UserStageTests {
     } catch {
       #expect(
         error.message
-          == #"stages[2]: stages[2] "decode" needs bytes but stages[1] "countBytes" produces a byte count: reorder the stages or add one that turns one into the other"#
+          == #"stages[2] "decode" needs bytes but stages[1] "countBytes" produces a byte count: reorder the stages or add one that turns one into the other"#
       )
     }
   }

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <vips/vips.h>
 
-// Formats the loaders below accept; the values match ImageFormat in DarkroomVips.
+// Formats the loaders below accept (DarkroomVips maps DarkroomCore's ImageFormat onto these).
 typedef enum {
   DR_FORMAT_JPEG = 1,
   DR_FORMAT_PNG = 2,
@@ -49,8 +49,6 @@ int dr_resize(VipsImage *in, double hscale, double vscale, VipsKernel kernel, Vi
 int dr_premultiply(VipsImage *in, VipsImage **out);
 int dr_unpremultiply(VipsImage *in, VipsImage **out);
 int dr_flatten(VipsImage *in, const double *background, int n_background, VipsImage **out);
-int dr_extract_bands(VipsImage *in, int first, int n, VipsImage **out);
-int dr_avg(VipsImage *in, double *out);
 
 // Savers to memory (`*buf` is owned by the caller: g_free). `strip` removes metadata.
 int dr_jpegsave_buffer(VipsImage *in, int quality, int progressive, int strip, void **buf, size_t *len);

@@ -37,6 +37,18 @@ public struct EncodeOptions: StageOptions {
     if Color.parse(background) == nil {
       problems.append(OptionProblem(option: "background", "expected a colour like \"#ffffff\", got \"\(background)\""))
     }
+    // Options that the chosen format ignores are mistakes worth pointing out.
+    let applies: [(String, Bool, [String])] = [
+      ("quality", quality != nil, ["jpeg", "webp", "avif", "png", "auto"]),
+      ("progressive", progressive, ["jpeg"]),
+      ("compression", compression != 6, ["png"]),
+      ("palette", palette, ["png"]),
+      ("lossless", lossless, ["webp", "avif", "auto"]),
+      ("effort", effort != nil, ["webp", "avif", "gif", "auto"]),
+    ]
+    for (option, given, formats) in applies where given && !formats.contains(format) {
+      problems.append(OptionProblem(option: option, "\"\(option)\" does not apply to \(format); it applies to " + formats.filter { $0 != "auto" }.joined(separator: ", ")))
+    }
     return problems
   }
 
@@ -49,7 +61,7 @@ public struct EncodeOptions: StageOptions {
     case "webp": encodeFormat = .webp(quality: quality ?? 80, lossless: lossless, effort: effort ?? 4)
     case "avif": encodeFormat = .avif(quality: quality ?? 50, lossless: lossless, effort: effort ?? 4)
     case "gif": encodeFormat = .gif(effort: effort ?? 7)
-    default: encodeFormat = .auto
+    default: encodeFormat = .auto(quality: quality, lossless: lossless, effort: effort)
     }
     return Encoder(encodeFormat, keepMetadata: keepMetadata, background: Array((Color.parse(background) ?? [255, 255, 255]).prefix(3)))
   }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// JSON options of the `fetch` stage.
 public struct FetchOptions: StageOptions {
   public var maxBytes: Int
@@ -7,7 +9,7 @@ public struct FetchOptions: StageOptions {
     OptionSpec("maxBytes", .integer(min: 1), default: 50_000_000, "The largest source accepted, in bytes; bigger sources fail with tooLarge."),
     OptionSpec(
       "root", .string,
-      "Local sources must resolve (symlinks included) to a path inside this directory; defaults to the runner's --root, if any."),
+      "Local sources must resolve (symlinks included) to a path inside this directory (and inside the runner's --root, if given)."),
   ]
 }
 
@@ -37,7 +39,9 @@ public struct WriteOptions: StageOptions {
   public var overwrite: Bool
 
   public static let specs = [
-    OptionSpec("directory", .string, "The output directory; defaults to the runner's --output."),
+    OptionSpec(
+      "directory", .string,
+      "A subdirectory of the runner's --output to write into (relative, no \"..\"); without a runner, a directory of its own."),
     OptionSpec(
       "template", .string, default: "{name}.{ext}",
       "The file name: {name}, {variant}, {pipeline}, {width}, {height}, {format}, {ext}; may contain subdirectories, never \"..\"."),
@@ -45,6 +49,18 @@ public struct WriteOptions: StageOptions {
   ]
 
   public func problems() -> [OptionProblem] {
-    Writer.problems(in: template).map { OptionProblem(option: "template", $0) }
+    var problems = Writer.problems(in: template).map { OptionProblem(option: "template", $0) }
+    if let directory, directory.split(separator: "/").contains("..") {
+      problems.append(OptionProblem(option: "directory", "may not contain \"..\": outputs stay inside the output directory"))
+    }
+    return problems
+  }
+
+  /// The directory to write into: inside the runner's output directory when there is one.
+  func resolvedDirectory(in context: StageBuildContext) -> String {
+    guard let base = context.outputDirectory else { return directory ?? "." }
+    guard let directory, !directory.isEmpty else { return base }
+    let relative = directory.drop { $0 == "/" }
+    return (base as NSString).appendingPathComponent(String(relative))
   }
 }

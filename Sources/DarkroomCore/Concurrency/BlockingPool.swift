@@ -37,13 +37,14 @@ public final class BlockingPool: Sendable {
     var peakRunning = 0
   }
 
-  /// Creates a pool with `threads` threads (at least one), started lazily and kept for the
-  /// pool's lifetime.
+  /// Creates a pool with `threads` threads (at least one), started now. The threads never exit
+  /// and keep the pool alive: a pool lives as long as the process, so create few (one per kind of
+  /// work), not one per request.
   public init(threads: Int, name: String = "darkroom.blocking") {
     threadCount = max(1, threads)
     state = Mutex(State())
     for index in 0..<threadCount {
-      let thread = Thread { [unowned self] in self.workerLoop() }
+      let thread = Thread { self.workerLoop() }
       thread.name = "\(name).\(index)"
       thread.stackSize = 8 << 20
       thread.start()

@@ -60,7 +60,7 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible {
       self.message = message
     }
 
-    public var description: String { path.isEmpty ? message : "\(path): \(message)" }
+    public var description: String { path.isEmpty || message.hasPrefix(path) ? message : "\(path): \(message)" }
   }
 
   public var description: String {

@@ -47,7 +47,9 @@ public struct PipelineExecutor: Sendable {
       }
       if operation.handle(.outputReady) {
         for hook in options.willFinishHooks {
-          do { try await hook(output, operation.info) } catch let error as PipelineError { throw error } catch {
+          do { try await hook(output, operation.info) } catch let error as PipelineError { throw error } catch let error as CancellationError {
+            throw error
+          } catch {
             throw PipelineError(.willFinishFailed, "a willFinish hook refused the result: \(error)", source: sourceText, cause: error)
           }
         }

@@ -6,7 +6,7 @@
 ///
 /// ```swift
 /// let thumbnail = Pipeline(name: "thumbnail") {
-///   FileFetcher()
+///   Fetcher()
 ///   Decoder()
 ///   Resizer(width: 300, height: 300, mode: .fit)
 ///   Encoder(.jpeg(quality: 80))

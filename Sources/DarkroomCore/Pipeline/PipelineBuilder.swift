@@ -13,7 +13,7 @@ public struct StageChain<Input: Sendable, Output: Sendable>: Sendable {
 /// as components.
 ///
 /// ```swift
-/// let decode = Pipeline(name: "decode") { FileFetcher(); Decoder() }
+/// let decode = Pipeline(name: "decode") { Fetcher(); Decoder() }
 /// let avatar = Pipeline(name: "avatar") {
 ///   decode
 ///   Cropper(rect: .relative(x: 0.1, y: 0.1, width: 0.8, height: 0.8))

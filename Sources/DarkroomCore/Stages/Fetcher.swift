@@ -3,7 +3,7 @@ import Foundation
 /// The `fetch` stage: turns an ``ImageSource`` into its bytes.
 ///
 /// The scheme picks the transport: local paths and `file://` URLs are read by ``FileTransport``
-/// (confined to ``root`` when one is set, symlinks resolved first); other schemes are served by
+/// (confined to ``roots`` when set, symlinks resolved first); other schemes are served by
 /// transports added later (HTTP arrives with DarkroomCurl). Every transport enforces
 /// ``maxBytes``.
 ///
@@ -16,8 +16,9 @@ public struct Fetcher: Stage {
 
   /// The most bytes accepted; bigger sources fail with `tooLarge` before they are read.
   public var maxBytes: Int
-  /// When set, local sources must resolve to a path inside this directory.
-  public var root: String?
+  /// Local sources must resolve to a path inside every one of these directories (none: no limit).
+  /// A pipeline's own root can narrow a runner's root, never widen it.
+  public var roots: [String]
   /// The transports, tried in order by scheme.
   public var transports: [any FetchTransport]
 
@@ -25,12 +26,16 @@ public struct Fetcher: Stage {
   public static let defaultMaxBytes = 50_000_000
 
   public init(maxBytes: Int = Fetcher.defaultMaxBytes, root: String? = nil, transports: [any FetchTransport] = [FileTransport()]) {
+    self.init(maxBytes: maxBytes, roots: root.map { [$0] } ?? [], transports: transports)
+  }
+
+  public init(maxBytes: Int = Fetcher.defaultMaxBytes, roots: [String], transports: [any FetchTransport] = [FileTransport()]) {
     self.maxBytes = maxBytes
-    self.root = root
+    self.roots = roots
     self.transports = transports
   }
 
-  public var identifier: String { "fetch(maxBytes=\(maxBytes)\(root.map { ",root=\($0)" } ?? ""))" }
+  public var identifier: String { "fetch(maxBytes=\(maxBytes)\(roots.map { ",root=\($0)" }.joined()))" }
 
   public func process(_ source: ImageSource, context: StageContext) async throws -> FetchedData {
     let scheme: String
@@ -45,18 +50,19 @@ public struct Fetcher: Stage {
         "cannot fetch \(source): the scheme \"\(scheme)\" is not supported by this fetch stage (it supports: \(known), and plain paths)",
         source: source.description)
     }
-    return try await transport.fetch(source, limits: FetchLimits(maxBytes: maxBytes, root: root), context: context)
+    return try await transport.fetch(source, limits: FetchLimits(maxBytes: maxBytes, roots: roots), context: context)
   }
 }
 
 /// The limits a transport enforces.
 public struct FetchLimits: Sendable {
   public var maxBytes: Int
-  public var root: String?
+  /// Local paths must resolve inside every one of these directories.
+  public var roots: [String]
 
-  public init(maxBytes: Int, root: String?) {
+  public init(maxBytes: Int, roots: [String] = []) {
     self.maxBytes = maxBytes
-    self.root = root
+    self.roots = roots
   }
 }
 

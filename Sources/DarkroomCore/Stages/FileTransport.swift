@@ -31,7 +31,7 @@ public struct FileTransport: FetchTransport {
       let reason = code == .notFound ? "does not exist" : "cannot be reached (permission denied)"
       throw PipelineError(code, "\(path) \(reason)", source: shown, cause: posixCause())
     }
-    if let root = limits.root {
+    for root in limits.roots {
       guard let resolvedRoot = realPath(root) else {
         throw PipelineError(.accessDenied, "the allowed root \(root) does not exist", source: shown)
       }
@@ -42,7 +42,9 @@ public struct FileTransport: FetchTransport {
           source: shown)
       }
     }
-    let descriptor = open(resolved, O_RDONLY | O_CLOEXEC)
+    // O_NONBLOCK: opening a FIFO or device must not hang a pool thread (it is refused below);
+    // O_NOFOLLOW: the resolved path must not have become a symlink since it was checked.
+    let descriptor = open(resolved, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
     guard descriptor >= 0 else {
       let code: PipelineError.Code = errno == EACCES || errno == EPERM ? .accessDenied : .fetchFailed
       throw PipelineError(code, "cannot open \(path): \(String(cString: strerror(errno)))", source: shown, cause: posixCause())
@@ -56,6 +58,7 @@ public struct FileTransport: FetchTransport {
       let what = status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
       throw PipelineError(.invalidInput, "\(path) is \(what); give an image file", source: shown)
     }
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
     let size = Int(status.st_size)
     if size > limits.maxBytes {
       throw PipelineError(.tooLarge, "\(path) is \(size) bytes, over the limit of \(limits.maxBytes) bytes (maxBytes)", source: shown)

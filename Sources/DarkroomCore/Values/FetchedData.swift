@@ -3,7 +3,7 @@ import Foundation
 /// The bytes of a source, as a fetch stage returns them, with what is known about them.
 ///
 /// ```swift
-/// let fetched = try await FileFetcher().process(ImageSource("a.jpg"), context: context)
+/// let fetched = try await Fetcher().process(ImageSource("a.jpg"), context: context)
 /// print(fetched.bytes.count, fetched.contentType ?? "?")
 /// ```
 public struct FetchedData: Sendable, PipelineValue {

@@ -57,6 +57,7 @@ public enum ImageFormat: String, Sendable, Hashable, Codable, CaseIterable, Cust
     case .jpegxl: "JPEG XL"
     case .ole2: "an OLE2 document (Word, Excel…)"
     case .gzip: "gzip-compressed data (SVGZ?)"
+    case .webp: "WebP"
     default: rawValue.uppercased()
     }
   }

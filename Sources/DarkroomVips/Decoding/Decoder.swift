@@ -90,13 +90,13 @@ public struct Decoder: Stage {
     return DecodedImage(source: input.source, image: image, sourceFormat: format, sourceWidth: width, sourceHeight: height, partial: partial)
   }
 
-  /// Applies the EXIF orientation. Turning by 90° reads pixels out of order, which is slow on a
-  /// sequentially loaded image, so those orientations decode into memory first (bounded by
-  /// maxPixels); flips and 180° stream.
+  /// Applies the EXIF orientation. Every turn or vertical flip reads pixels out of the order a
+  /// sequential loader delivers them, so the image is decoded into memory first (bounded by
+  /// maxPixels). Pipelines that resize avoid this: the fused decoder turns the small result.
   static func upright(_ image: VipsImage, materialized: Bool) throws(PipelineError) -> VipsImage {
     let orientation = image.orientation
     guard orientation != 1 else { return image }
-    let source = (5...8).contains(orientation) && !materialized ? try image.materialized() : image
+    let source = materialized ? image : try image.materialized()
     return try source.autorotated()
   }
 }

@@ -19,16 +19,20 @@ public enum EncodeFormat: Sendable, Hashable {
   /// GIF (first frame); `effort` 1…10 of the quantiser.
   case gif(effort: Int = 7)
   /// The source format: JPEG, PNG, WebP and GIF stay; HEIF/AVIF become AVIF; TIFF becomes PNG.
-  case auto
+  /// `quality`, `lossless` and `effort` apply where the chosen format has them (else its defaults).
+  case auto(quality: Int? = nil, lossless: Bool = false, effort: Int? = nil)
+
+  /// The source format with every format's defaults.
+  public static var auto: EncodeFormat { .auto() }
 
   /// The concrete format for an image decoded from `source` (resolves `.auto`).
   public func resolved(for source: ImageFormat) -> EncodeFormat {
-    guard case .auto = self else { return self }
+    guard case .auto(let quality, let lossless, let effort) = self else { return self }
     switch source {
-    case .jpeg: return .jpeg()
-    case .webp: return .webp()
-    case .gif: return .gif()
-    case .heif, .avif: return .avif()
+    case .jpeg: return .jpeg(quality: quality ?? 80)
+    case .webp: return .webp(quality: quality ?? 80, lossless: lossless, effort: effort ?? 4)
+    case .gif: return .gif(effort: effort ?? 7)
+    case .heif, .avif: return .avif(quality: quality ?? 50, lossless: lossless, effort: effort ?? 4)
     default: return .png()
     }
   }
@@ -52,7 +56,7 @@ public enum EncodeFormat: Sendable, Hashable {
     case .webp(let q, let l, let e): "webp(q=\(q),lossless=\(l),effort=\(e))"
     case .avif(let q, let l, let e): "avif(q=\(q),lossless=\(l),effort=\(e))"
     case .gif(let e): "gif(effort=\(e))"
-    case .auto: "auto"
+    case .auto(let q, let l, let e): "auto(q=\(q.map(String.init) ?? "default"),lossless=\(l),effort=\(e.map(String.init) ?? "default"))"
     }
   }
 }

@@ -73,6 +73,15 @@ public struct ShrinkOnLoadDecoder: Stage {
       case .webp:
         scale = 1 / Double(factor)
         loaded = try Decoder.load(.webp, from: input.bytes, source: input.source, scale: scale)
+      case .heif, .avif:
+        // Use the embedded thumbnail when it is still at least as large as the output needs.
+        let thumbnail = try? Decoder.load(header.format, from: input.bytes, source: input.source, thumbnail: true)
+        if let thumbnail, thumbnail.width < fullWidth,
+          Double(thumbnail.width) / Double(fullWidth) * Double(cropWidth) >= Double(swaps ? target.height : target.width),
+          Double(thumbnail.height) / Double(fullHeight) * Double(cropHeight) >= Double(swaps ? target.width : target.height)
+        {
+          loaded = thumbnail
+        }
       default:
         break
       }

@@ -64,7 +64,7 @@ public enum Vips {
   static func isLoaderFailure(_ message: LibraryMessage) -> Bool {
     let markers = [
       "VipsJpeg", "jpegload", "pngload", "spng", "libpng", "gifload", "webpload", "webp2vips", "tiff2vips", "tiffload",
-      "heifload", "heif:", "read error", "Premature end", "Corrupt JPEG", "not enough data", "CRC error", "out of order read",
+      "heifload", "heif:", "read error", "Premature end", "Corrupt JPEG", "not enough data", "CRC error",
       "TIFFRead", "LZW", "Not enough data", "vipspng", "error in tile", "webp2vips", "DumpModeDecode", "TIFFFetch",
     ]
     return markers.contains { message.text.contains($0) }

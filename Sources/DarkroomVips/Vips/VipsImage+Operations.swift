@@ -141,6 +141,11 @@ extension VipsImage {
   public func placed(inWidth width: Int, height: Int, gravity: Gravity, background: [Double]) throws(PipelineError) -> VipsImage {
     if width == self.width, height == self.height { return self }
     var values = background
+    if bands <= 2, values.count >= 3 {
+      // Greyscale: the colour's luminance, then its alpha.
+      let grey = 0.2126 * values[0] + 0.7152 * values[1] + 0.0722 * values[2]
+      values = [grey] + values.dropFirst(3)
+    }
     while values.count < bands { values.append(values.last ?? 0) }
     values = Array(values.prefix(bands))
     return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in

@@ -62,16 +62,6 @@ public final class VipsImage: @unchecked Sendable {
   /// Stops any evaluation of this image in progress (used on cancellation).
   public func kill() { dr_kill(pointer) }
 
-  /// Computes the average pixel value, which forces every pixel to be decoded.
-  public func average() throws(PipelineError) -> Double {
-    var value = 0.0
-    guard dr_avg(pointer, &value) == 0 else {
-      let cause = Vips.captureError()
-      throw PipelineError(.corruptImage, "reading pixels failed: \(cause.text)", cause: cause)
-    }
-    return value
-  }
-
   /// Decodes all pixels into memory now (so later steps cannot fail on damaged data).
   public func materialized() throws(PipelineError) -> VipsImage {
     guard let out = vips_image_copy_memory(pointer) else {

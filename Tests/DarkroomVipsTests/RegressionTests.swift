@@ -1,0 +1,40 @@
+import Darkroom
+import DarkroomTesting
+import Testing
+
+@Suite("Regressions")
+struct RegressionTests {
+  @Test("a JPEG turned by its EXIF orientation decodes and encodes without a resize", arguments: 2...8)
+  func orientationWithoutResize(_ orientation: Int) async throws {
+    let input = try TestImages.fetched(.jpeg(), width: 640, height: 400, quadrants: true, orientation: orientation)
+    let pipeline = Pipeline(name: "rotate") {
+      Decoder()
+      Encoder(.png())
+    }
+    let output = try await pipeline.process(input)
+    #expect([output.width, output.height] == (orientation >= 5 ? [400, 640] : [640, 400]))
+  }
+
+  @Test("HEIF/AVIF and WebP sources go through the fused path with the right size")
+  func fusedOtherFormats() async throws {
+    for format in [EncodeFormat.avif(effort: 0), .webp()] {
+      let input = try TestImages.fetched(format, width: 1200, height: 800)
+      let pipeline = Pipeline(name: "thumb") {
+        Decoder()
+        Resizer(width: 150, height: 150, mode: .fit)
+        Encoder(.jpeg())
+      }
+      let output = try await pipeline.process(input)
+      #expect([output.width, output.height] == [150, 100])
+    }
+  }
+
+  @Test("auto encoding keeps the given quality")
+  func autoQuality() throws {
+    let decoded = try Decoder().decode(try TestImages.fetched(.jpeg(), width: 320, height: 200)).materializedForTest()
+    let low = try Encoder(.auto(quality: 10)).encode(decoded)
+    let high = try Encoder(.auto(quality: 95)).encode(decoded)
+    #expect(low.format == .jpeg)
+    #expect(low.bytes.count < high.bytes.count)
+  }
+}
