@@ -150,6 +150,39 @@ struct RunnerTests {
     #expect(try FileManager.default.contentsOfDirectory(atPath: output) == ["dunes-thumb.jpg"])
   }
 
+  @Test("a pipeline ending with encode gets written into --output and its events name the file")
+  func encodeOnlyPipeline() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let file = (folder as NSString).appendingPathComponent("small.json")
+    try Data(
+      #"{"version": 1, "name": "small", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 50}, {"stage": "encode", "format": "png"}]}"#
+        .utf8
+    ).write(to: URL(fileURLWithPath: file))
+    let output = (folder as NSString).appendingPathComponent("out")
+    let result = try Runner.run(["run", file, "Examples/images/checker.webp", "--output", output, "--events", "jsonl"])
+    #expect(result.status == 0, "\(result.stderr)")
+    let finished = try result.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }.filter { $0["event"] == "finished" }
+    #expect(finished.count == 1)
+    let expected = (output as NSString).appendingPathComponent("checker.png")
+    #expect(finished.first?["output"] == .string(expected))
+    #expect(finished.first?["width"] == 50)
+    #expect(FileManager.default.fileExists(atPath: expected))
+  }
+
+  @Test("a pipeline file's fetch root narrows --root and never widens it")
+  func rootsNarrow() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let file = (folder as NSString).appendingPathComponent("wide.json")
+    try Data(
+      #"{"version": 1, "stages": [{"stage": "fetch", "root": "/"}, {"stage": "decode"}, {"stage": "encode", "format": "png"}]}"#.utf8
+    ).write(to: URL(fileURLWithPath: file))
+    let result = try Runner.run(["run", file, "Examples/images/checker.webp", "--root", "Examples/pipelines", "--output", folder])
+    #expect(result.status == 1)
+    #expect(result.stderr.contains("accessDenied"))
+  }
+
   @Test("stages and schema describe the registry")
   func stagesAndSchema() throws {
     let stages = try Runner.run(["stages"])
