@@ -4,7 +4,7 @@ OUT ?= out
 BENCH_DIR ?= /tmp/darkroom-bench
 SHARED ?= $(abspath ../shared)
 
-.PHONY: deps demo test bench build release docs-stages format clean
+.PHONY: deps demo test bench build release validate docs-stages format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -35,6 +35,10 @@ bench: release
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fit.json "$$IN" --output "$$OUT" --quiet'
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case B \
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fill.json "$$IN" --output "$$OUT" --quiet'
+
+## validate: the SwiftPM command plugin checks every pipeline file of the package
+validate: deps
+	$(SWIFT) package validate-pipelines
 
 ## docs-stages: regenerates Docs/Stages.md from the registry
 docs-stages: build

@@ -29,7 +29,8 @@ struct ValidatePipelines: CommandPlugin {
   }
 
   private func findPipelineFiles(under root: URL) -> [String] {
-    guard let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil, options: [.skipsHiddenFiles]) else {
+    guard let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil, options: [.skipsHiddenFiles])
+    else {
       return []
     }
     var found: [String] = []

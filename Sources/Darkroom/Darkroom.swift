@@ -35,7 +35,9 @@ public enum Darkroom {
       "decode", summary: "Decodes JPEG, PNG, GIF, WebP, TIFF or HEIF/AVIF bytes (sniffed, trusted loaders only) into an image.",
       options: DecodeOptions.self
     ) { options, _ in
-      Decoder(maxPixels: options.maxPixels, autoRotate: options.autoRotate, convertToSRGB: options.convertToSRGB, lenient: options.lenient)
+      Decoder(
+        maxPixels: options.maxPixels, autoRotate: options.autoRotate, convertToSRGB: options.convertToSRGB,
+        lenient: options.lenient)
     }
     registry.register(
       "crop", summary: "Keeps part of the image: a relative or pixel rectangle, a box at a gravity, or a smart crop.",

@@ -20,7 +20,9 @@ public final class StageHarness: Sendable {
 
   /// A context for calling `process` directly.
   public func context(source: ImageSource? = nil, pipelineName: String = "test") -> StageContext {
-    StageContext(pipelineName: pipelineName, source: source, pool: pool, emitNote: { [weak self] note in self?.recorded.withLock { $0.append(note) } })
+    StageContext(
+      pipelineName: pipelineName, source: source, pool: pool,
+      emitNote: { [weak self] note in self?.recorded.withLock { $0.append(note) } })
   }
 
   /// Runs one stage on an input.
@@ -57,7 +59,9 @@ public final class Locked<Value: Sendable>: Sendable {
   private let storage: Mutex<Value>
   public init(_ value: Value) { storage = Mutex(value) }
   /// Runs `body` with exclusive access.
-  public func withLock<R: Sendable>(_ body: (inout sending Value) throws -> sending R) rethrows -> R { try storage.withLock(body) }
+  public func withLock<R: Sendable>(_ body: (inout sending Value) throws -> sending R) rethrows -> R {
+    try storage.withLock(body)
+  }
   /// The current value.
   public var value: Value { storage.withLock { $0 } }
 }

@@ -59,16 +59,19 @@ public enum TestImages {
     _ format: EncodeFormat, width: Int, height: Int, quadrants: Bool = false, orientation: Int? = nil, alpha: Bool = false
   ) throws -> ImageBytes {
     let bands = alpha ? 4 : 3
-    let pixels = quadrants ? quadrantPixels(width: width, height: height) : gradientPixels(width: width, height: height, bands: bands)
+    let pixels =
+      quadrants ? quadrantPixels(width: width, height: height) : gradientPixels(width: width, height: height, bands: bands)
     var image = try VipsImage.fromPixels(pixels, width: width, height: height, bands: quadrants ? 3 : bands)
     if let orientation { image = try image.withOrientation(orientation) }
-    let decoded = DecodedImage(source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: width, sourceHeight: height)
+    let decoded = DecodedImage(
+      source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: width, sourceHeight: height)
     return try Encoder(format, keepMetadata: orientation != nil).encode(decoded).bytes
   }
 
   /// ``encoded(_:width:height:quadrants:orientation:alpha:)`` wrapped as fetched data.
   public static func fetched(
-    _ format: EncodeFormat, width: Int, height: Int, quadrants: Bool = false, orientation: Int? = nil, alpha: Bool = false, name: String = "test"
+    _ format: EncodeFormat, width: Int, height: Int, quadrants: Bool = false, orientation: Int? = nil, alpha: Bool = false,
+    name: String = "test"
   ) throws -> FetchedData {
     FetchedData(
       source: ImageSource(path: "\(name).img"),

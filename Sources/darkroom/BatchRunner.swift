@@ -84,7 +84,9 @@ struct BatchRunner {
     }
   }
 
-  private func process(_ source: ImageSource, executor: PipelineExecutor, options: RunOptions) async -> Result<Void, PipelineError> {
+  private func process(_ source: ImageSource, executor: PipelineExecutor, options: RunOptions) async -> Result<
+    Void, PipelineError
+  > {
     let operation = executor.start(graph, input: source, options: options, as: (any Sendable).self)
     switch await operation.result {
     case .success: return .success(())

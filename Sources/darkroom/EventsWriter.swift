@@ -5,7 +5,8 @@ import Foundation
 struct EventsWriter: OperationObserver {
   func receive(_ event: OperationEvent, for operation: OperationInfo) {
     var fields: [(key: String, value: JSONValue)] = [
-      ("event", .string(event.name)), ("operation", .string(operation.id.description)), ("pipeline", .string(operation.pipelineName)),
+      ("event", .string(event.name)), ("operation", .string(operation.id.description)),
+      ("pipeline", .string(operation.pipelineName)),
     ]
     if let source = operation.source { fields.append(("source", .string(source))) }
     switch event {
@@ -24,7 +25,9 @@ struct EventsWriter: OperationObserver {
       if let bytes = summary.bytes { fields.append(("bytes", number(Double(bytes)))) }
       if summary.partial { fields.append(("partial", true)) }
     case .failed(let error):
-      var details: [(key: String, value: JSONValue)] = [("code", .string(error.code.rawValue)), ("message", .string(error.message))]
+      var details: [(key: String, value: JSONValue)] = [
+        ("code", .string(error.code.rawValue)), ("message", .string(error.message)),
+      ]
       if let kind = error.stageKind { details.append(("stage", .string(kind))) }
       if let cause = error.cause { details.append(("cause", .string(String(describing: cause)))) }
       fields.append(("error", .object(details)))

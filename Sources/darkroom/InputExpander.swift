@@ -13,7 +13,9 @@ struct InputExpander {
       let source = ImageSource(input)
       guard case .file(let path) = source.location else { return [source] }
       var isDirectory: ObjCBool = false
-      guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else { return [source] }
+      guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        return [source]
+      }
       return files(in: path).map { ImageSource(path: $0) }
     }
   }

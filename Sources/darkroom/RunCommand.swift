@@ -35,7 +35,8 @@ struct RunCommand: AsyncParsableCommand {
   var timeout: Double = 60
 
   @Option(
-    help: "Threads libvips uses inside one image (default 1; the runner parallelises across images). More than 1 makes strict detection of damaged JPEGs unreliable on libvips 8.14."
+    help:
+      "Threads libvips uses inside one image (default 1; the runner parallelises across images). More than 1 makes strict detection of damaged JPEGs unreliable on libvips 8.14."
   )
   var vipsThreads: Int = 1
 
@@ -80,7 +81,8 @@ struct RunCommand: AsyncParsableCommand {
     if ObjectIdentifier(graph.outputType) == ObjectIdentifier(EncodedImage.self) {
       // A pipeline ending with "encode" gets the default write stage: outputs land in --output.
       do {
-        graph = try StageGraph(name: graph.name, stages: graph.stages + [AnyStage(Writer(directory: output))], fusion: graph.fusionEnabled)
+        graph = try StageGraph(
+          name: graph.name, stages: graph.stages + [AnyStage(Writer(directory: output))], fusion: graph.fusionEnabled)
       } catch {
         Terminal.error("error: \(error.message)")
         throw ExitStatus.invalidPipeline

@@ -33,7 +33,8 @@ struct ValidateCommand: ParsableCommand {
 
 /// `darkroom stages`: the registered stage kinds and their options.
 struct StagesCommand: ParsableCommand {
-  static let configuration = CommandConfiguration(commandName: "stages", abstract: "List stage kinds, their options and defaults.")
+  static let configuration = CommandConfiguration(
+    commandName: "stages", abstract: "List stage kinds, their options and defaults.")
 
   @Flag(help: "Print Markdown (the source of Docs/Stages.md).")
   var markdown = false

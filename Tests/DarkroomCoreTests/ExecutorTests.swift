@@ -24,7 +24,8 @@ struct ExecutorTests {
     #expect(operation.status == .finished)
     #expect(
       observer.names == [
-        "started", "stageStarted", "stageFinished", "stageStarted", "stageFinished", "stageStarted", "stageFinished", "willFinish", "finished",
+        "started", "stageStarted", "stageFinished", "stageStarted", "stageFinished", "stageStarted", "stageFinished",
+        "willFinish", "finished",
       ])
     var streamed: [String] = []
     for await event in operation.events { streamed.append(event.name) }  // replays, then ends

@@ -31,7 +31,8 @@ struct FetcherTests {
   }
 
   @Test func readsWithinLimits() async throws {
-    let data = try await StageHarness().run(Fetcher(root: folder + "/root"), on: ImageSource("file://" + folder + "/root/inner/a.bin"))
+    let data = try await StageHarness().run(
+      Fetcher(root: folder + "/root"), on: ImageSource("file://" + folder + "/root/inner/a.bin"))
     #expect(data.bytes.count == 100)
     #expect(await code(Fetcher(maxBytes: 99), folder + "/root/inner/a.bin") == .tooLarge)
     #expect(await code(Fetcher(maxBytes: 100), folder + "/root/inner/a.bin") == nil)

@@ -26,10 +26,14 @@ struct JSONParserTests {
   }
 
   @Test func reportsLineAndColumn() {
-    #expect(failure("{\n  \"version\": 1,\n  \"stages\": [}\n") == "malformed JSON at line 3, column 14: expected a value but found '}'")
+    #expect(
+      failure("{\n  \"version\": 1,\n  \"stages\": [}\n") == "malformed JSON at line 3, column 14: expected a value but found '}'"
+    )
     #expect(failure("{\"a\": 1 \"b\": 2}") == "malformed JSON at line 1, column 9: expected ',' or '}' but found '\"'")
     #expect(failure("{'a': 1}") == "malformed JSON at line 1, column 2: expected a key in double quotes but found '''")
-    #expect(failure("") == "malformed JSON at line 1, column 1: the document is empty: a pipeline is a JSON object like {\"version\": 1, ...}")
+    #expect(
+      failure("")
+        == "malformed JSON at line 1, column 1: the document is empty: a pipeline is a JSON object like {\"version\": 1, ...}")
     #expect(failure("[1, 2,]") == "malformed JSON at line 1, column 7: trailing comma before ']'")
     #expect(failure("{\"a\": \"unterminated}") == "malformed JSON at line 1, column 7: a string is not closed with '\"'")
   }

@@ -19,7 +19,8 @@ struct PipelineDefinitionTests {
 
   @Test func loadsAValidDefinitionAndFuses() throws {
     let graph = try PipelineDefinition.load(
-      json: stages(#"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 64}, {"stage": "encode", "format": "png"}"#),
+      json: stages(
+        #"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 64}, {"stage": "encode", "format": "png"}"#),
       registry: registry)
     #expect(graph.name == "t")
     #expect(graph.stages.map(\.kind) == ["fetch", "decode", "resize", "encode"])
@@ -30,7 +31,10 @@ struct PipelineDefinitionTests {
   @Test("exact messages for invalid definitions")
   func exactMessages() {
     let cases: [(String, [String])] = [
-      (stages(#"{"stage": "fetch"}, {"stage": "decod"}"#), [#"stages[1].stage: unknown stage kind "decod"; did you mean "decode"?"#]),
+      (
+        stages(#"{"stage": "fetch"}, {"stage": "decod"}"#),
+        [#"stages[1].stage: unknown stage kind "decod"; did you mean "decode"?"#]
+      ),
       (
         stages(#"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": -5}"#),
         ["stages[2].width: expected a positive integer, got -5"]
@@ -40,7 +44,8 @@ struct PipelineDefinitionTests {
         ["stages[2].quality: expected an integer from 1 to 100, got 0"]
       ),
       (
-        stages(#"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "crop", "rect": {"x": 0.5, "y": 0, "width": 0.8, "height": 1}}"#),
+        stages(
+          #"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "crop", "rect": {"x": 0.5, "y": 0, "width": 0.8, "height": 1}}"#),
         ["stages[2].rect: x + width is 1.3, past the right edge (1)"]
       ),
       (
@@ -74,13 +79,18 @@ struct PipelineDefinitionTests {
         [#"stages[1].autoRotate: expected true or false, got "yes""#]
       ),
       (#"{"version": 1, "stages": []}"#, ["stages: expected a non-empty array of stage objects, got an array of 0"]),
-      (#"{"version": 1, "stage": [], "stages": [{"stage": "fetch"}]}"#, [#"stage: unknown key "stage"; did you mean "stages"? (allowed: version, name, description, fusion, stages)"#]),
+      (
+        #"{"version": 1, "stage": [], "stages": [{"stage": "fetch"}]}"#,
+        [#"stage: unknown key "stage"; did you mean "stages"? (allowed: version, name, description, fusion, stages)"#]
+      ),
       (
         stages(#"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "mode": "fit"}"#),
         [#"stages[2]: give "width", "height" or both"#]
       ),
       (
-        stages(#"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "../{name}.{ext}"}"#),
+        stages(
+          #"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "../{name}.{ext}"}"#
+        ),
         [#"stages[3].template: the template may not contain "..": outputs stay inside the output directory"#]
       ),
     ]
@@ -99,9 +109,10 @@ struct PipelineDefinitionTests {
   }
 
   @Test func malformedJSONSaysWhere() {
-    #expect(problems("{\n  \"version\": 1,\n  \"stages\": [\n    {\"stage\": \"fetch\",}\n  ]\n}") == [
-      "malformed JSON at line 4, column 23: trailing comma before '}'"
-    ])
+    #expect(
+      problems("{\n  \"version\": 1,\n  \"stages\": [\n    {\"stage\": \"fetch\",}\n  ]\n}") == [
+        "malformed JSON at line 4, column 23: trailing comma before '}'"
+      ])
   }
 
   @Test func codesAreStable() throws {
@@ -112,7 +123,8 @@ struct PipelineDefinitionTests {
       #expect(error.code == .unknownStage)
     }
     do {
-      _ = try PipelineDefinition.load(json: stages(#"{"stage": "fetch"}, {"stage": "encode", "format": "png"}"#), registry: registry)
+      _ = try PipelineDefinition.load(
+        json: stages(#"{"stage": "fetch"}, {"stage": "encode", "format": "png"}"#), registry: registry)
       Issue.record("accepted mismatched stages")
     } catch {
       #expect(error.code == .typeMismatch)

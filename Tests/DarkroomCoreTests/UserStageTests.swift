@@ -48,14 +48,16 @@ struct UserStageTests {
     #expect(result.label == "five")
 
     do {
-      _ = try PipelineDefinition.load(json: #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "countBytes", "lable": "x"}]}"#, registry: registry)
+      _ = try PipelineDefinition.load(
+        json: #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "countBytes", "lable": "x"}]}"#, registry: registry)
       Issue.record("accepted a misspelt option")
     } catch {
       #expect(error.message == #"stages[1].lable: unknown option "lable" for "countBytes"; did you mean "label"?"#)
     }
     do {
       _ = try PipelineDefinition.load(
-        json: #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "countBytes"}, {"stage": "decode"}]}"#, registry: registry)
+        json: #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "countBytes"}, {"stage": "decode"}]}"#, registry: registry
+      )
       Issue.record("accepted a byte count into decode")
     } catch {
       #expect(

@@ -16,14 +16,17 @@ struct CorpusEntry: Sendable, CustomTestStringConvertible {
   /// The corpus folder: $DARKROOM_CORPUS or ../shared/corpus beside the package.
   static var directory: String {
     if let configured = ProcessInfo.processInfo.environment["DARKROOM_CORPUS"], !configured.isEmpty { return configured }
-    let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
     return package.deletingLastPathComponent().appendingPathComponent("shared/corpus").path
   }
 
   static let all: [CorpusEntry] = {
     let manifest = (directory as NSString).appendingPathComponent("MANIFEST.tsv")
     guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else { return [] }
-    var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+    var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map {
+      $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+    }
     guard let header = lines.first else { return [] }
     lines.removeFirst()
     func column(_ name: String) -> Int { header.firstIndex(of: name) ?? 0 }
@@ -31,7 +34,9 @@ struct CorpusEntry: Sendable, CustomTestStringConvertible {
       column("path"), column("format"), column("width"), column("height"), column("orientation"), column("expected")
     )
     return lines.filter { $0.count > expected }.map {
-      CorpusEntry(path: $0[path], format: $0[format], width: Int($0[width]), height: Int($0[height]), orientation: Int($0[orientation]), expected: $0[expected])
+      CorpusEntry(
+        path: $0[path], format: $0[format], width: Int($0[width]), height: Int($0[height]), orientation: Int($0[orientation]),
+        expected: $0[expected])
     }
   }()
 
@@ -140,7 +145,9 @@ struct CorpusTests {
     }
     for kind in ["Landscape", "Portrait"] {
       let reference = try decodeMaterialized(try await pipeline.process(ImageSource(path: "\(folder)/\(kind)_1.jpg")))
-      let names = (try FileManager.default.contentsOfDirectory(atPath: folder)).filter { $0.hasPrefix(kind + "_") && !$0.hasSuffix("_1.jpg") }
+      let names = (try FileManager.default.contentsOfDirectory(atPath: folder)).filter {
+        $0.hasPrefix(kind + "_") && !$0.hasSuffix("_1.jpg")
+      }
       #expect(!names.isEmpty)
       for name in names {
         let image = try decodeMaterialized(try await pipeline.process(ImageSource(path: "\(folder)/\(name)")))

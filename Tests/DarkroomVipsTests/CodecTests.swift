@@ -5,7 +5,8 @@ import Testing
 @Suite("Decode and encode")
 struct CodecTests {
   static let formats: [EncodeFormat] = [
-    .jpeg(quality: 85), .jpeg(progressive: true), .png(), .png(palette: true), .webp(), .webp(lossless: true), .avif(effort: 0), .gif(),
+    .jpeg(quality: 85), .jpeg(progressive: true), .png(), .png(palette: true), .webp(), .webp(lossless: true), .avif(effort: 0),
+    .gif(),
   ]
 
   @Test("every encoder round-trips through the decoder", arguments: formats)

@@ -21,13 +21,16 @@ struct FusionTests {
       name: "jpeg orientation 6 + relative crop + fill", format: .jpeg(quality: 92), orientation: 6,
       crop: .relative(x: 0.1, y: 0.2, width: 0.6, height: 0.7), resizer: Resizer(width: 160, height: 160, mode: .fill)),
     Case(
-      name: "jpeg orientation 5 + crop + fit", format: .jpeg(quality: 92), orientation: 5, crop: .relative(x: 0.3, y: 0, width: 0.7, height: 0.5),
+      name: "jpeg orientation 5 + crop + fit", format: .jpeg(quality: 92), orientation: 5,
+      crop: .relative(x: 0.3, y: 0, width: 0.7, height: 0.5),
       resizer: Resizer(width: 120, height: 120, mode: .fit)),
     Case(
-      name: "jpeg orientation 7 + crop + fit", format: .jpeg(quality: 92), orientation: 7, crop: .relative(x: 0.05, y: 0.1, width: 0.5, height: 0.8),
+      name: "jpeg orientation 7 + crop + fit", format: .jpeg(quality: 92), orientation: 7,
+      crop: .relative(x: 0.05, y: 0.1, width: 0.5, height: 0.8),
       resizer: Resizer(width: 120, height: 120, mode: .fit)),
     Case(
-      name: "jpeg orientation 8 + crop + fit", format: .jpeg(quality: 92), orientation: 8, crop: .relative(x: 0.2, y: 0.3, width: 0.8, height: 0.6),
+      name: "jpeg orientation 8 + crop + fit", format: .jpeg(quality: 92), orientation: 8,
+      crop: .relative(x: 0.2, y: 0.3, width: 0.8, height: 0.6),
       resizer: Resizer(width: 120, height: 120, mode: .fit)),
     Case(name: "webp fit", format: .webp(quality: 95), resizer: Resizer(width: 250, mode: .fit)),
     Case(name: "png fill", format: .png(), resizer: Resizer(width: 100, height: 100, mode: .fill)),
@@ -43,7 +46,8 @@ struct FusionTests {
     let fused = try Pipeline<FetchedData, EncodedImage>(StageGraph(name: "fused", stages: stages, fusion: true))
     let plain = try Pipeline<FetchedData, EncodedImage>(StageGraph(name: "plain", stages: stages, fusion: false))
     #expect(fused.graph.runnableStages.count == 2)
-    #expect(fused.graph.runnableStages[0].fusedKinds == (testCase.crop == nil ? ["decode", "resize"] : ["decode", "crop", "resize"]))
+    #expect(
+      fused.graph.runnableStages[0].fusedKinds == (testCase.crop == nil ? ["decode", "resize"] : ["decode", "crop", "resize"]))
     #expect(plain.graph.runnableStages.count == stages.count)
     let a = try decodeBack(try await fused.process(input))
     let b = try decodeBack(try await plain.process(input))
@@ -59,7 +63,9 @@ struct FusionTests {
       Resizer(width: 64, height: 64)
       Encoder(.jpeg())
     }
-    _ = try await pipeline.run(try TestImages.fetched(.jpeg(), width: 800, height: 600), options: RunOptions(observers: [observer])).value
+    _ = try await pipeline.run(
+      try TestImages.fetched(.jpeg(), width: 800, height: 600), options: RunOptions(observers: [observer])
+    ).value
     let kinds = observer.events.compactMap { event -> String? in
       if case .stageStarted(let stage) = event { return stage.kind }
       return nil
@@ -83,7 +89,8 @@ struct FusionTests {
   @Test("a pixel crop or a non-image stage between decode and resize is not fused")
   func onlyRelativeCropsFuse() throws {
     let graph = try StageGraph(
-      name: "p", stages: [AnyStage(Decoder()), AnyStage(Cropper(.pixels(x: 0, y: 0, width: 10, height: 10))), AnyStage(Resizer(width: 5))])
+      name: "p",
+      stages: [AnyStage(Decoder()), AnyStage(Cropper(.pixels(x: 0, y: 0, width: 10, height: 10))), AnyStage(Resizer(width: 5))])
     #expect(graph.runnableStages.map(\.kind) == ["decode", "crop", "resize"])
   }
 }

@@ -51,7 +51,8 @@ struct GeometryTests {
 
   @Test("center pads with the background")
   func centerPads() throws {
-    let padded = try Resizer(width: 600, height: 300, mode: .center, background: [10, 20, 30, 255]).resize(photo).image.materialized()
+    let padded = try Resizer(width: 600, height: 300, mode: .center, background: [10, 20, 30, 255]).resize(photo).image
+      .materialized()
     #expect(colour(try padded.pixel(x: 5, y: 5), isNear: [10, 20, 30], tolerance: 2))
     #expect(colour(try padded.pixel(x: 150, y: 100), isNear: TestImages.Quadrant.red, tolerance: 2))
   }
@@ -83,7 +84,8 @@ struct GeometryTests {
     let height = 40
     let stored = TestImages.quadrantPixels(width: width, height: height)
     // JPEG: its EXIF block carries the orientation tag. Quadrant colours survive it closely.
-    let fetched = try TestImages.fetched(.jpeg(quality: 95), width: width, height: height, quadrants: true, orientation: orientation)
+    let fetched = try TestImages.fetched(
+      .jpeg(quality: 95), width: width, height: height, quadrants: true, orientation: orientation)
     let decoded = try Decoder().decode(fetched).materializedForTest()
     let swaps = orientation >= 5
     #expect([decoded.width, decoded.height] == (swaps ? [height, width] : [width, height]))
@@ -106,7 +108,9 @@ struct GeometryTests {
       }
     }
     for (u, v) in [(3, 3), (decoded.width - 4, 3), (3, decoded.height - 4), (decoded.width - 4, decoded.height - 4)] {
-      #expect(colour(try decoded.image.pixel(x: u, y: v), isNear: expected(u, v), tolerance: 30), "orientation \(orientation) at \(u),\(v)")
+      #expect(
+        colour(try decoded.image.pixel(x: u, y: v), isNear: expected(u, v), tolerance: 30),
+        "orientation \(orientation) at \(u),\(v)")
     }
   }
 }

@@ -20,7 +20,8 @@ func meanDifference(_ a: VipsImage, _ b: VipsImage) throws -> Double {
 /// The corpus folder: $DARKROOM_CORPUS or ../shared/corpus next to the package.
 func corpusDirectory() -> String {
   if let configured = ProcessInfo.processInfo.environment["DARKROOM_CORPUS"], !configured.isEmpty { return configured }
-  let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+  let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
   return package.deletingLastPathComponent().appendingPathComponent("shared/corpus").path
 }
 

@@ -14,7 +14,8 @@ struct Runner {
     return folder.appendingPathComponent("darkroom").path
   }
 
-  static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+  static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
 
   struct Result {
     var status: Int32
@@ -44,7 +45,8 @@ struct Runner {
     process.waitUntilExit()
     readerDone.wait()
     return Result(
-      status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData.value, as: UTF8.self))
+      status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+      stderr: String(decoding: errData.value, as: UTF8.self))
   }
 
   static func temporaryDirectory() throws -> String {
@@ -72,7 +74,9 @@ struct RunnerTests {
     let thumbs = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output])
     #expect(thumbs.status == 0, "\(thumbs.stderr)")
     #expect(thumbs.stderr.contains("done 4, failed 0"))
-    let avatars = try Runner.run(["run", "Examples/pipelines/avatar.json", "Examples/images", "--output", output, "--events", "jsonl"])
+    let avatars = try Runner.run([
+      "run", "Examples/pipelines/avatar.json", "Examples/images", "--output", output, "--events", "jsonl",
+    ])
     #expect(avatars.status == 0, "\(avatars.stderr)")
     let files = try FileManager.default.contentsOfDirectory(atPath: output).sorted()
     #expect(files.filter { $0.hasSuffix("-thumb.jpg") }.count == 4)
@@ -85,7 +89,11 @@ struct RunnerTests {
       #expect(event["width"] == 256)
       #expect(event["height"] == 256)
       #expect(event["format"] == "webp")
-      if case .string(let path)? = event["output"] { #expect(FileManager.default.fileExists(atPath: path)) } else { Issue.record("no output path") }
+      if case .string(let path)? = event["output"] {
+        #expect(FileManager.default.fileExists(atPath: path))
+      } else {
+        Issue.record("no output path")
+      }
     }
   }
 
@@ -95,7 +103,9 @@ struct RunnerTests {
     defer { try? FileManager.default.removeItem(atPath: output) }
     let bogus = (output as NSString).appendingPathComponent("not-an-image.jpg")
     try Data("plain text".utf8).write(to: URL(fileURLWithPath: bogus))
-    let result = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", bogus, "--output", output, "--events", "jsonl"])
+    let result = try Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", bogus, "--output", output, "--events", "jsonl",
+    ])
     #expect(result.status == 1)
     let events = try result.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }
     let byOperation = Dictionary(grouping: events) { $0["operation"]?.jsonText ?? "" }
@@ -123,7 +133,8 @@ struct RunnerTests {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let file = (folder as NSString).appendingPathComponent("bad.json")
-    try Data(#"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "resize", "width": -5}]}"#.utf8).write(to: URL(fileURLWithPath: file))
+    try Data(#"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "resize", "width": -5}]}"#.utf8).write(
+      to: URL(fileURLWithPath: file))
     let run = try Runner.run(["run", file, "Examples/images", "--output", folder])
     #expect(run.status == 2)
     #expect(run.stderr.contains("stages[1].width: expected a positive integer, got -5"))
@@ -140,7 +151,8 @@ struct RunnerTests {
     let output = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: output) }
     let result = try Runner.run([
-      "run", "Examples/pipelines/thumbnail.json", "does/not/exist.jpg", "--root", "Examples", "Examples/images/dunes.jpg", "/etc/hostname",
+      "run", "Examples/pipelines/thumbnail.json", "does/not/exist.jpg", "--root", "Examples", "Examples/images/dunes.jpg",
+      "/etc/hostname",
       "--output", output,
     ])
     #expect(result.status == 1)
@@ -162,7 +174,9 @@ struct RunnerTests {
     let output = (folder as NSString).appendingPathComponent("out")
     let result = try Runner.run(["run", file, "Examples/images/checker.webp", "--output", output, "--events", "jsonl"])
     #expect(result.status == 0, "\(result.stderr)")
-    let finished = try result.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }.filter { $0["event"] == "finished" }
+    let finished = try result.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }.filter {
+      $0["event"] == "finished"
+    }
     #expect(finished.count == 1)
     let expected = (output as NSString).appendingPathComponent("checker.png")
     #expect(finished.first?["output"] == .string(expected))
@@ -176,7 +190,8 @@ struct RunnerTests {
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let file = (folder as NSString).appendingPathComponent("wide.json")
     try Data(
-      #"{"version": 1, "stages": [{"stage": "fetch", "root": "/"}, {"stage": "decode"}, {"stage": "encode", "format": "png"}]}"#.utf8
+      #"{"version": 1, "stages": [{"stage": "fetch", "root": "/"}, {"stage": "decode"}, {"stage": "encode", "format": "png"}]}"#
+        .utf8
     ).write(to: URL(fileURLWithPath: file))
     let result = try Runner.run(["run", file, "Examples/images/checker.webp", "--root", "Examples/pipelines", "--output", folder])
     #expect(result.status == 1)

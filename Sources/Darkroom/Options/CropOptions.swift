@@ -26,7 +26,8 @@ public struct CropOptions: StageOptions {
         OptionSpec("width", .number(min: 0), required: true, "Width (greater than 0)."),
         OptionSpec("height", .number(min: 0), required: true, "Height (greater than 0)."),
       ]), "The rectangle to keep, in `unit`s."),
-    OptionSpec("unit", .choice(["relative", "pixels"]), default: "relative", "Units of `rect`: fractions 0…1 of the image, or pixels."),
+    OptionSpec(
+      "unit", .choice(["relative", "pixels"]), default: "relative", "Units of `rect`: fractions 0…1 of the image, or pixels."),
     OptionSpec("width", .integer(min: 1), "Width in pixels of a box crop (with `gravity`; instead of `rect`)."),
     OptionSpec("height", .integer(min: 1), "Height in pixels of a box crop (with `gravity`; instead of `rect`)."),
     OptionSpec(
@@ -46,7 +47,9 @@ public struct CropOptions: StageOptions {
     default: break
     }
     if let rect {
-      if rect.width <= 0 || rect.height <= 0 { problems.append(OptionProblem(option: "rect", "width and height must be greater than 0")) }
+      if rect.width <= 0 || rect.height <= 0 {
+        problems.append(OptionProblem(option: "rect", "width and height must be greater than 0"))
+      }
       if unit == "relative" {
         for (name, value) in [("x", rect.x), ("y", rect.y), ("width", rect.width), ("height", rect.height)] where value > 1 {
           problems.append(OptionProblem(option: "rect.\(name)", "relative coordinates run from 0 to 1, got \(value)"))
@@ -58,7 +61,8 @@ public struct CropOptions: StageOptions {
           problems.append(OptionProblem(option: "rect", "y + height is \(rect.y + rect.height), past the bottom edge (1)"))
         }
       } else {
-        for (name, value) in [("x", rect.x), ("y", rect.y), ("width", rect.width), ("height", rect.height)] where value.rounded() != value {
+        for (name, value) in [("x", rect.x), ("y", rect.y), ("width", rect.width), ("height", rect.height)]
+        where value.rounded() != value {
           problems.append(OptionProblem(option: "rect.\(name)", "pixel coordinates are whole numbers, got \(value)"))
         }
       }

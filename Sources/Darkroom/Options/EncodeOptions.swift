@@ -21,7 +21,8 @@ public struct EncodeOptions: StageOptions {
     OptionSpec("compression", .integer(min: 0, max: 9), default: 6, "PNG: zlib compression level 0…9."),
     OptionSpec("palette", .boolean, default: false, "PNG: quantise to at most 256 colours."),
     OptionSpec("lossless", .boolean, default: false, "WebP, AVIF: lossless compression."),
-    OptionSpec("effort", .integer(min: 0, max: 10), "CPU effort: webp 0…6 (default 4), avif 0…9 (default 4), gif 1…10 (default 7)."),
+    OptionSpec(
+      "effort", .integer(min: 0, max: 10), "CPU effort: webp 0…6 (default 4), avif 0…9 (default 4), gif 1…10 (default 7)."),
     OptionSpec("keepMetadata", .boolean, default: false, "Keep EXIF, XMP and ICC metadata instead of stripping it."),
     OptionSpec("background", .string, default: "#ffffff", "JPEG: the colour transparent areas are flattened onto."),
   ]
@@ -31,7 +32,8 @@ public struct EncodeOptions: StageOptions {
     if let effort {
       let range = format == "webp" ? 0...6 : format == "avif" ? 0...9 : format == "gif" ? 1...10 : 0...10
       if !range.contains(effort) {
-        problems.append(OptionProblem(option: "effort", "\(format) effort runs from \(range.lowerBound) to \(range.upperBound), got \(effort)"))
+        problems.append(
+          OptionProblem(option: "effort", "\(format) effort runs from \(range.lowerBound) to \(range.upperBound), got \(effort)"))
       }
     }
     if Color.parse(background) == nil {
@@ -47,7 +49,10 @@ public struct EncodeOptions: StageOptions {
       ("effort", effort != nil, ["webp", "avif", "gif", "auto"]),
     ]
     for (option, given, formats) in applies where given && !formats.contains(format) {
-      problems.append(OptionProblem(option: option, "\"\(option)\" does not apply to \(format); it applies to " + formats.filter { $0 != "auto" }.joined(separator: ", ")))
+      problems.append(
+        OptionProblem(
+          option: option,
+          "\"\(option)\" does not apply to \(format); it applies to " + formats.filter { $0 != "auto" }.joined(separator: ", ")))
     }
     return problems
   }
@@ -63,6 +68,7 @@ public struct EncodeOptions: StageOptions {
     case "gif": encodeFormat = .gif(effort: effort ?? 7)
     default: encodeFormat = .auto(quality: quality, lossless: lossless, effort: effort)
     }
-    return Encoder(encodeFormat, keepMetadata: keepMetadata, background: Array((Color.parse(background) ?? [255, 255, 255]).prefix(3)))
+    return Encoder(
+      encodeFormat, keepMetadata: keepMetadata, background: Array((Color.parse(background) ?? [255, 255, 255]).prefix(3)))
   }
 }

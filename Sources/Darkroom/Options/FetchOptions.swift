@@ -6,10 +6,13 @@ public struct FetchOptions: StageOptions {
   public var root: String?
 
   public static let specs = [
-    OptionSpec("maxBytes", .integer(min: 1), default: 50_000_000, "The largest source accepted, in bytes; bigger sources fail with tooLarge."),
+    OptionSpec(
+      "maxBytes", .integer(min: 1), default: 50_000_000,
+      "The largest source accepted, in bytes; bigger sources fail with tooLarge."),
     OptionSpec(
       "root", .string,
-      "Local sources must resolve (symlinks included) to a path inside this directory (and inside the runner's --root, if given)."),
+      "Local sources must resolve (symlinks included) to a path inside this directory (and inside the runner's --root, if given)."
+    ),
   ]
 }
 
@@ -44,8 +47,10 @@ public struct WriteOptions: StageOptions {
       "A subdirectory of the runner's --output to write into (relative, no \"..\"); without a runner, a directory of its own."),
     OptionSpec(
       "template", .string, default: "{name}.{ext}",
-      "The file name: {name}, {variant}, {pipeline}, {width}, {height}, {format}, {ext}; may contain subdirectories, never \"..\"."),
-    OptionSpec("overwrite", .boolean, default: true, "Replace an existing file; when false an existing file fails the operation."),
+      "The file name: {name}, {variant}, {pipeline}, {width}, {height}, {format}, {ext}; may contain subdirectories, never \"..\"."
+    ),
+    OptionSpec(
+      "overwrite", .boolean, default: true, "Replace an existing file; when false an existing file fails the operation."),
   ]
 
   public func problems() -> [OptionProblem] {

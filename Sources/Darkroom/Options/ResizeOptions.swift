@@ -13,7 +13,8 @@ public struct ResizeOptions: StageOptions {
     OptionSpec("height", .integer(min: 1), "Box height in pixels; leave out to scale by width alone."),
     OptionSpec(
       "mode", .choice(ResizeMode.allCases.map(\.rawValue)), default: "fit",
-      "fit: inside the box; fill: cover the box and crop the excess; stretch: exactly the box; center: no scaling, crop or pad to the box."),
+      "fit: inside the box; fill: cover the box and crop the excess; stretch: exactly the box; center: no scaling, crop or pad to the box."
+    ),
     OptionSpec("kernel", .choice(ResizeKernel.allCases.map(\.rawValue)), default: "lanczos3", "The resampling kernel."),
     OptionSpec("upscale", .boolean, default: false, "Enlarge images smaller than the box."),
     OptionSpec(
@@ -26,14 +27,16 @@ public struct ResizeOptions: StageOptions {
     var problems: [OptionProblem] = []
     if width == nil, height == nil { problems.append(OptionProblem("give \"width\", \"height\" or both")) }
     if Color.parse(background) == nil {
-      problems.append(OptionProblem(option: "background", "expected a colour like \"#000000\" or \"#ffffff80\", got \"\(background)\""))
+      problems.append(
+        OptionProblem(option: "background", "expected a colour like \"#000000\" or \"#ffffff80\", got \"\(background)\""))
     }
     return problems
   }
 
   /// The stage these options describe.
   public var resizer: Resizer {
-    let anchor: Resizer.Anchor = SmartCropStrategy(rawValue: gravity).map { .smart($0) } ?? .gravity(Gravity(rawValue: gravity) ?? .centre)
+    let anchor: Resizer.Anchor =
+      SmartCropStrategy(rawValue: gravity).map { .smart($0) } ?? .gravity(Gravity(rawValue: gravity) ?? .centre)
     return Resizer(
       width: width, height: height, mode: ResizeMode(rawValue: mode) ?? .fit, kernel: ResizeKernel(rawValue: kernel) ?? .lanczos3,
       upscale: upscale, crop: anchor, background: Color.parse(background) ?? [0, 0, 0, 255])

@@ -74,7 +74,9 @@ public enum JSONParser {
       case UInt8(ascii: "n"): return try literal("null", .null)
       case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
       default:
-        throw failure("expected a value but found \(describeCurrent())" + (bytes[index] == UInt8(ascii: "'") ? " (JSON strings use double quotes)" : ""))
+        throw failure(
+          "expected a value but found \(describeCurrent())"
+            + (bytes[index] == UInt8(ascii: "'") ? " (JSON strings use double quotes)" : ""))
       }
     }
 
@@ -195,7 +197,9 @@ public enum JSONParser {
           case UInt8(ascii: "t"): result += "\t"
           case UInt8(ascii: "u"):
             var code = try hex4()
-            if (0xD800..<0xDC00).contains(code), index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
+            if (0xD800..<0xDC00).contains(code), index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+              bytes[index + 1] == UInt8(ascii: "u")
+            {
               index += 2
               let low = try hex4()
               code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
@@ -212,7 +216,8 @@ public enum JSONParser {
     }
 
     mutating func hex4() throws(PipelineError) -> UInt32 {
-      guard index + 4 <= bytes.count, let code = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16) else {
+      guard index + 4 <= bytes.count, let code = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16)
+      else {
         throw failure("invalid \\u escape: expected four hex digits")
       }
       index += 4
@@ -224,7 +229,8 @@ public enum JSONParser {
       if bytes[index] == UInt8(ascii: "-") { index += 1 }
       func digits(_ scanner: inout Scanner) -> Int {
         let begin = scanner.index
-        while scanner.index < scanner.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(scanner.bytes[scanner.index]) {
+        while scanner.index < scanner.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(scanner.bytes[scanner.index])
+        {
           scanner.index += 1
         }
         return scanner.index - begin

@@ -30,10 +30,22 @@ public enum JSONSchema {
       (
         "properties",
         .object([
-          ("version", .object([("enum", .array(PipelineDefinition.supportedVersions.map(number))), ("description", "The definition format version.")])),
-          ("name", .object([("type", "string"), ("minLength", 1), ("description", "The pipeline name, used in events and file names.")])),
+          (
+            "version",
+            .object([
+              ("enum", .array(PipelineDefinition.supportedVersions.map(number))),
+              ("description", "The definition format version."),
+            ])
+          ),
+          (
+            "name",
+            .object([("type", "string"), ("minLength", 1), ("description", "The pipeline name, used in events and file names.")])
+          ),
           ("description", .object([("type", "string"), ("description", "Free text for people.")])),
-          ("fusion", .object([("type", "boolean"), ("default", true), ("description", "Let the optimizer fuse stages (shrink-on-load).")])),
+          (
+            "fusion",
+            .object([("type", "boolean"), ("default", true), ("description", "Let the optimizer fuse stages (shrink-on-load).")])
+          ),
           ("stages", .object([("type", "array"), ("minItems", 1), ("items", .object([("oneOf", .array(stageSchemas))]))])),
         ])
       ),
@@ -86,7 +98,9 @@ extension JSONValue {
       }
       return "[\n" + items.map { inner + $0.pretty(indent: inner) }.joined(separator: ",\n") + "\n" + indent + "]"
     case .object(let members) where !members.isEmpty:
-      return "{\n" + members.map { inner + JSONValue.quote($0.key) + ": " + $0.value.pretty(indent: inner) }.joined(separator: ",\n") + "\n" + indent + "}"
+      return "{\n"
+        + members.map { inner + JSONValue.quote($0.key) + ": " + $0.value.pretty(indent: inner) }.joined(separator: ",\n") + "\n"
+        + indent + "}"
     default:
       return jsonText
     }

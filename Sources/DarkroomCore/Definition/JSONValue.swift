@@ -69,7 +69,8 @@ public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     case .number(let value, let text): return text.isEmpty ? String(value) : text
     case .string(let text): return JSONValue.quote(text)
     case .array(let items): return "[" + items.map(\.jsonText).joined(separator: ",") + "]"
-    case .object(let members): return "{" + members.map { JSONValue.quote($0.key) + ":" + $0.value.jsonText }.joined(separator: ",") + "}"
+    case .object(let members):
+      return "{" + members.map { JSONValue.quote($0.key) + ":" + $0.value.jsonText }.joined(separator: ",") + "}"
     }
   }
 
@@ -90,7 +91,9 @@ public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, ExpressibleByBooleanLiteral {
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+  ExpressibleByBooleanLiteral
+{
   public init(stringLiteral value: String) { self = .string(value) }
   public init(integerLiteral value: Int) { self = .number(Double(value), text: String(value)) }
   public init(floatLiteral value: Double) { self = .number(value, text: String(value)) }

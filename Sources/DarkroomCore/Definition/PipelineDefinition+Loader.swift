@@ -16,7 +16,8 @@ extension PipelineDefinition {
 
     mutating func build(_ document: JSONValue, defaultName: String) -> StageGraph? {
       guard case .object(let members) = document else {
-        issue("", "a pipeline definition is a JSON object like {\"version\": 1, \"stages\": [...]}, got \(document.kindDescription)")
+        issue(
+          "", "a pipeline definition is a JSON object like {\"version\": 1, \"stages\": [...]}, got \(document.kindDescription)")
         return nil
       }
       for (key, _) in members where !PipelineDefinition.rootKeys.contains(key) {
@@ -27,9 +28,14 @@ extension PipelineDefinition {
       checkVersion(document["version"])
       var name = defaultName
       if let value = document["name"] {
-        if case .string(let text) = value, !text.isEmpty { name = text } else { issue("name", "expected a non-empty string, got \(value)") }
+        if case .string(let text) = value, !text.isEmpty {
+          name = text
+        } else {
+          issue("name", "expected a non-empty string, got \(value)")
+        }
       }
-      if let value = document["description"], case .string = value {} else if let value = document["description"] {
+      if let value = document["description"], case .string = value {
+      } else if let value = document["description"] {
         issue("description", "expected a string, got \(value)")
       }
       var fusion = true
@@ -37,7 +43,9 @@ extension PipelineDefinition {
         if case .bool(let flag) = value { fusion = flag } else { issue("fusion", "expected true or false, got \(value)") }
       }
       guard let stagesValue = document["stages"] else {
-        issue("", "the key \"stages\" is missing: list the stages, e.g. \"stages\": [{\"stage\": \"fetch\"}, {\"stage\": \"decode\"}]")
+        issue(
+          "", "the key \"stages\" is missing: list the stages, e.g. \"stages\": [{\"stage\": \"fetch\"}, {\"stage\": \"decode\"}]"
+        )
         return nil
       }
       guard case .array(let items) = stagesValue, !items.isEmpty else {
@@ -61,7 +69,10 @@ extension PipelineDefinition {
         return
       }
       if !PipelineDefinition.supportedVersions.contains(version) {
-        issue("version", "unsupported version \(version): this Darkroom reads version \(supported); update Darkroom or rewrite the file for version \(supported)")
+        issue(
+          "version",
+          "unsupported version \(version): this Darkroom reads version \(supported); update Darkroom or rewrite the file for version \(supported)"
+        )
       }
     }
 
@@ -71,7 +82,10 @@ extension PipelineDefinition {
         return nil
       }
       guard let kindValue = value["stage"] else {
-        issue(path, "the key \"stage\" is missing: name the stage kind, one of " + registry.kinds.map { "\"\($0)\"" }.joined(separator: ", "))
+        issue(
+          path,
+          "the key \"stage\" is missing: name the stage kind, one of "
+            + registry.kinds.map { "\"\($0)\"" }.joined(separator: ", "))
         return nil
       }
       guard case .string(let kind) = kindValue else {
@@ -108,7 +122,8 @@ extension PipelineDefinition {
 
     mutating func checkNeighbours(_ stages: [AnyStage?]) {
       if let first = stages.first, let first, !first.accepts(ImageSource.self) {
-        var message = "stages[0] \"\(first.kind)\" needs \(valueDescription(of: first.inputType)) but a pipeline starts from a source"
+        var message =
+          "stages[0] \"\(first.kind)\" needs \(valueDescription(of: first.inputType)) but a pipeline starts from a source"
         if let bridge = registry.kinds(from: ImageSource.self, to: first.inputType).first {
           message += ": add a \"\(bridge)\" stage first"
         } else if let fetch = registry.kinds(producing: first.inputType).first {
@@ -118,7 +133,8 @@ extension PipelineDefinition {
       }
       for index in stages.indices.dropFirst() {
         guard let previous = stages[index - 1], let next = stages[index], !previous.feeds(next) else { continue }
-        issues.append(StageGraph.mismatch(previous: previous, index: index, next: next, path: "stages[\(index)]", registry: registry))
+        issues.append(
+          StageGraph.mismatch(previous: previous, index: index, next: next, path: "stages[\(index)]", registry: registry))
       }
     }
   }

@@ -36,7 +36,8 @@ public enum PipelineDefinition {
     } catch {
       let missing = !FileManager.default.fileExists(atPath: path)
       throw PipelineError(
-        missing ? .notFound : .accessDenied, missing ? "pipeline file \(path) does not exist" : "cannot read pipeline file \(path)",
+        missing ? .notFound : .accessDenied,
+        missing ? "pipeline file \(path) does not exist" : "cannot read pipeline file \(path)",
         source: path, cause: error)
     }
     guard let text = String(data: data, encoding: .utf8) else {
@@ -67,7 +68,9 @@ public enum PipelineDefinition {
   /// One error holding every issue, its code the first issue's code.
   static func combined(_ issues: [PipelineError.Issue]) -> PipelineError {
     let first = issues.first ?? .init(code: .invalidDefinition, path: "", message: "invalid definition")
-    let message = issues.count == 1 ? first.description : "\(issues.count) problems:\n" + issues.map { "  " + $0.description }.joined(separator: "\n")
+    let message =
+      issues.count == 1
+      ? first.description : "\(issues.count) problems:\n" + issues.map { "  " + $0.description }.joined(separator: "\n")
     return PipelineError(first.code, message, path: first.path, issues: issues)
   }
 }

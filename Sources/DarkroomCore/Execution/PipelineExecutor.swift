@@ -43,14 +43,18 @@ public struct PipelineExecutor: Sendable {
       guard let output = value as? Output else {
         throw PipelineError(
           .typeMismatch,
-          "pipeline \"\(graph.name)\" produced \(valueDescription(of: type(of: value))), not \(valueDescription(of: Output.self))")
+          "pipeline \"\(graph.name)\" produced \(valueDescription(of: type(of: value))), not \(valueDescription(of: Output.self))"
+        )
       }
       if operation.handle(.outputReady) {
         for hook in options.willFinishHooks {
-          do { try await hook(output, operation.info) } catch let error as PipelineError { throw error } catch let error as CancellationError {
+          do { try await hook(output, operation.info) } catch let error as PipelineError { throw error } catch let error
+            as CancellationError
+          {
             throw error
           } catch {
-            throw PipelineError(.willFinishFailed, "a willFinish hook refused the result: \(error)", source: sourceText, cause: error)
+            throw PipelineError(
+              .willFinishFailed, "a willFinish hook refused the result: \(error)", source: sourceText, cause: error)
           }
         }
       }

@@ -48,7 +48,8 @@ public struct Pipeline<Input: Sendable, Output: Sendable>: Sendable {
 
   /// A new pipeline with `stage` added at the end.
   public func appending<S: Stage>(_ stage: S) -> Pipeline<Input, S.Output> where S.Input == Output {
-    Pipeline<Input, S.Output>(graph: StageGraph.unchecked(name: name, stages: graph.stages + [AnyStage(stage)], fusion: graph.fusionEnabled))
+    Pipeline<Input, S.Output>(
+      graph: StageGraph.unchecked(name: name, stages: graph.stages + [AnyStage(stage)], fusion: graph.fusionEnabled))
   }
 
   /// A copy with the optimizer switched on or off.

@@ -16,7 +16,9 @@ public struct OptionSpec: Sendable {
   /// One or two sentences: what it does.
   public var summary: String
 
-  public init(_ name: String, _ type: OptionType, default defaultValue: JSONValue? = nil, required: Bool = false, _ summary: String) {
+  public init(
+    _ name: String, _ type: OptionType, default defaultValue: JSONValue? = nil, required: Bool = false, _ summary: String
+  ) {
     self.name = name
     self.type = type
     self.defaultValue = defaultValue

@@ -47,7 +47,13 @@ enum OptionValidator {
     case .integer(let min, let max):
       guard let number = value.intValue else {
         if case .number(let raw, _) = value, raw.rounded() == raw {
-          return (value, [.init(code: .invalidDefinition, path: path, message: "expected \(type.expectation), got \(value), which is too large")])
+          return (
+            value,
+            [
+              .init(
+                code: .invalidDefinition, path: path, message: "expected \(type.expectation), got \(value), which is too large")
+            ]
+          )
         }
         return (value, wrong())
       }
@@ -75,7 +81,10 @@ enum OptionValidator {
     case .stringMap:
       guard case .object(let members) = value else { return (value, wrong()) }
       let bad = members.filter { if case .string = $0.value { false } else { true } }
-      return (value, bad.map { .init(code: .invalidDefinition, path: "\(path).\($0.key)", message: "expected a string, got \($0.value)") })
+      return (
+        value,
+        bad.map { .init(code: .invalidDefinition, path: "\(path).\($0.key)", message: "expected a string, got \($0.value)") }
+      )
     }
     return (value, [])
   }

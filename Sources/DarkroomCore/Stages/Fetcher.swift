@@ -25,7 +25,8 @@ public struct Fetcher: Stage {
   /// The default byte limit (50 MB).
   public static let defaultMaxBytes = 50_000_000
 
-  public init(maxBytes: Int = Fetcher.defaultMaxBytes, root: String? = nil, transports: [any FetchTransport] = [FileTransport()]) {
+  public init(maxBytes: Int = Fetcher.defaultMaxBytes, root: String? = nil, transports: [any FetchTransport] = [FileTransport()])
+  {
     self.init(maxBytes: maxBytes, roots: root.map { [$0] } ?? [], transports: transports)
   }
 

@@ -38,7 +38,8 @@ public struct FileTransport: FetchTransport {
       let prefix = resolvedRoot.hasSuffix("/") ? resolvedRoot : resolvedRoot + "/"
       guard resolved.hasPrefix(prefix) else {
         throw PipelineError(
-          .accessDenied, "\(path) resolves to \(resolved), outside the allowed root \(resolvedRoot): only files inside it may be read",
+          .accessDenied,
+          "\(path) resolves to \(resolved), outside the allowed root \(resolvedRoot): only files inside it may be read",
           source: shown)
       }
     }
@@ -61,7 +62,8 @@ public struct FileTransport: FetchTransport {
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
     let size = Int(status.st_size)
     if size > limits.maxBytes {
-      throw PipelineError(.tooLarge, "\(path) is \(size) bytes, over the limit of \(limits.maxBytes) bytes (maxBytes)", source: shown)
+      throw PipelineError(
+        .tooLarge, "\(path) is \(size) bytes, over the limit of \(limits.maxBytes) bytes (maxBytes)", source: shown)
     }
     let capacity = min(size, limits.maxBytes) + 1
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
@@ -71,14 +73,16 @@ public struct FileTransport: FetchTransport {
       if count < 0 {
         if errno == EINTR { continue }
         buffer.deallocate()
-        throw PipelineError(.fetchFailed, "reading \(path) failed: \(String(cString: strerror(errno)))", source: shown, cause: posixCause())
+        throw PipelineError(
+          .fetchFailed, "reading \(path) failed: \(String(cString: strerror(errno)))", source: shown, cause: posixCause())
       }
       if count == 0 { break }
       filled += count
     }
     if filled > limits.maxBytes {
       buffer.deallocate()
-      throw PipelineError(.tooLarge, "\(path) grew past the limit of \(limits.maxBytes) bytes (maxBytes) while it was read", source: shown)
+      throw PipelineError(
+        .tooLarge, "\(path) grew past the limit of \(limits.maxBytes) bytes (maxBytes) while it was read", source: shown)
     }
     let bytes = ImageBytes(adopting: UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled))
     let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))

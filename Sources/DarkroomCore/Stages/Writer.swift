@@ -40,7 +40,9 @@ public struct Writer: Stage {
   public static func problems(in template: String) -> [String] {
     var problems: [String] = []
     if template.hasPrefix("/") { problems.append("the template must be a relative file name, not an absolute path") }
-    if template.split(separator: "/").contains("..") { problems.append("the template may not contain \"..\": outputs stay inside the output directory") }
+    if template.split(separator: "/").contains("..") {
+      problems.append("the template may not contain \"..\": outputs stay inside the output directory")
+    }
     if template.isEmpty || template.hasSuffix("/") { problems.append("the template must end with a file name") }
     let known = ["name", "variant", "pipeline", "width", "height", "format", "ext"]
     var rest = Substring(template)
@@ -50,7 +52,9 @@ public struct Writer: Stage {
         break
       }
       let name = String(rest[rest.index(after: open)..<close])
-      if !known.contains(name) { problems.append("unknown placeholder {\(name)}; known: " + known.map { "{\($0)}" }.joined(separator: ", ")) }
+      if !known.contains(name) {
+        problems.append("unknown placeholder {\(name)}; known: " + known.map { "{\($0)}" }.joined(separator: ", "))
+      }
       rest = rest[rest.index(after: close)...]
     }
     return problems
@@ -75,7 +79,8 @@ public struct Writer: Stage {
       } catch let error as PipelineError {
         throw error
       } catch {
-        throw PipelineError(.writeFailed, "cannot write \(path): \(error.localizedDescription)", source: image.source.description, cause: error)
+        throw PipelineError(
+          .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: image.source.description, cause: error)
       }
     }
     return WrittenImage(image: image, path: path)

@@ -19,7 +19,9 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
   /// True when a lenient decoder accepted damaged data and some pixels are missing.
   public var partial: Bool
 
-  public init(source: ImageSource, image: VipsImage, sourceFormat: ImageFormat, sourceWidth: Int, sourceHeight: Int, partial: Bool = false) {
+  public init(
+    source: ImageSource, image: VipsImage, sourceFormat: ImageFormat, sourceWidth: Int, sourceHeight: Int, partial: Bool = false
+  ) {
     self.source = source
     self.image = image
     self.sourceFormat = sourceFormat

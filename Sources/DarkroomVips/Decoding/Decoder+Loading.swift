@@ -27,7 +27,8 @@ extension Decoder {
     }
     guard ImageFormat.trustedDecodable.contains(format) else {
       throw PipelineError(
-        .unsupportedFormat, "\(format) images are not accepted: their decoders are not trusted with untrusted input (supported: \(trusted))",
+        .unsupportedFormat,
+        "\(format) images are not accepted: their decoders are not trusted with untrusted input (supported: \(trusted))",
         source: shown)
     }
     return format
@@ -35,7 +36,8 @@ extension Decoder {
 
   /// Runs the format's own loader on the bytes; the image keeps the bytes alive.
   static func load(
-    _ format: ImageFormat, from bytes: ImageBytes, failOn: VipsFailOn? = nil, source: ImageSource, shrink: Int = 1, scale: Double = 1,
+    _ format: ImageFormat, from bytes: ImageBytes, failOn: VipsFailOn? = nil, source: ImageSource, shrink: Int = 1,
+    scale: Double = 1,
     thumbnail: Bool = false, sequential: Bool = true
   ) throws(PipelineError) -> VipsImage {
     let code: DrFormat
@@ -52,17 +54,20 @@ extension Decoder {
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     Vips.takeWarning()  // forget warnings of earlier work on this thread
     let status = dr_load_buffer(
-      code, bytes.baseAddress, bytes.count, Int32(shrink), scale, thumbnail ? 1 : 0, failOn ?? strictFailOn(for: format), sequential ? 1 : 0, &out)
+      code, bytes.baseAddress, bytes.count, Int32(shrink), scale, thumbnail ? 1 : 0, failOn ?? strictFailOn(for: format),
+      sequential ? 1 : 0, &out)
     guard status == 0, let out else {
       let cause = Vips.captureError()
       if cause.text.contains("Unsupported JPEG process") {
         throw PipelineError(
-          .unsupportedFormat, "this JPEG uses a coding process the decoder does not support (lossless or hierarchical JPEG): \(cause.text)",
+          .unsupportedFormat,
+          "this JPEG uses a coding process the decoder does not support (lossless or hierarchical JPEG): \(cause.text)",
           source: source.description, cause: cause)
       }
       if cause.text.contains("Security limit exceeded") || cause.text.contains("exceeds the maximum image size") {
         throw PipelineError(
-          .imageTooLarge, "the \(format) image is larger than its decoder accepts: \(cause.text)", source: source.description, cause: cause)
+          .imageTooLarge, "the \(format) image is larger than its decoder accepts: \(cause.text)", source: source.description,
+          cause: cause)
       }
       throw PipelineError(
         .corruptImage, "the \(format) data is damaged or not a valid \(format) image: \(cause.text)", source: source.description,

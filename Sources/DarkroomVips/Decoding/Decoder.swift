@@ -31,7 +31,9 @@ public struct Decoder: Stage {
 
   public static let defaultMaxPixels = 100_000_000
 
-  public init(maxPixels: Int = Decoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false) {
+  public init(
+    maxPixels: Int = Decoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false
+  ) {
     self.maxPixels = maxPixels
     self.autoRotate = autoRotate
     self.convertToSRGB = convertToSRGB
@@ -79,15 +81,17 @@ public struct Decoder: Stage {
     if lenient {
       do {
         image = try image.materialized()
-      } catch where error.code == .corruptImage {
-        let relaxed = try Decoder.load(format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale)
+      } catch  where error.code == .corruptImage {
+        let relaxed = try Decoder.load(
+          format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale)
         image = try relaxed.materialized()
         partial = true
       }
     }
     if convertToSRGB { image = try image.convertedToSRGB() }
     if rotate, autoRotate { image = try Decoder.upright(image, materialized: lenient) }
-    return DecodedImage(source: input.source, image: image, sourceFormat: format, sourceWidth: width, sourceHeight: height, partial: partial)
+    return DecodedImage(
+      source: input.source, image: image, sourceFormat: format, sourceWidth: width, sourceHeight: height, partial: partial)
   }
 
   /// Applies the EXIF orientation. Every turn or vertical flip reads pixels out of the order a

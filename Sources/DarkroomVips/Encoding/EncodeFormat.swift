@@ -56,7 +56,8 @@ public enum EncodeFormat: Sendable, Hashable {
     case .webp(let q, let l, let e): "webp(q=\(q),lossless=\(l),effort=\(e))"
     case .avif(let q, let l, let e): "avif(q=\(q),lossless=\(l),effort=\(e))"
     case .gif(let e): "gif(effort=\(e))"
-    case .auto(let q, let l, let e): "auto(q=\(q.map(String.init) ?? "default"),lossless=\(l),effort=\(e.map(String.init) ?? "default"))"
+    case .auto(let q, let l, let e):
+      "auto(q=\(q.map(String.init) ?? "default"),lossless=\(l),effort=\(e.map(String.init) ?? "default"))"
     }
   }
 }

@@ -76,13 +76,16 @@ public struct Encoder: Stage {
       // source's damaged data (libvips' JPEG reader sometimes leaves no message at all).
       if !Vips.isSaverFailure(cause) {
         throw PipelineError(
-          .corruptImage, "the \(input.sourceFormat) data is damaged or truncated: \(cause.text) (decode with \"lenient\": true to accept partial images)",
+          .corruptImage,
+          "the \(input.sourceFormat) data is damaged or truncated: \(cause.text) (decode with \"lenient\": true to accept partial images)",
           source: input.source.description, cause: cause)
       }
-      throw PipelineError(.encodeFailed, "encoding \(written) failed: \(cause.text)", source: input.source.description, cause: cause)
+      throw PipelineError(
+        .encodeFailed, "encoding \(written) failed: \(cause.text)", source: input.source.description, cause: cause)
     }
     defer { g_free(buffer) }
     let bytes = ImageBytes(UnsafeRawBufferPointer(start: buffer, count: length))
-    return EncodedImage(source: input.source, bytes: bytes, format: written, width: image.width, height: image.height, partial: input.partial)
+    return EncodedImage(
+      source: input.source, bytes: bytes, format: written, width: image.width, height: image.height, partial: input.partial)
   }
 }

@@ -31,7 +31,9 @@ public struct ShrinkOnLoadDecoder: Stage {
   public let crop: Cropper?
   public let resizer: Resizer
 
-  public var identifier: String { [decoder.identifier, crop?.identifier, resizer.identifier].compactMap { $0 }.joined(separator: "|") }
+  public var identifier: String {
+    [decoder.identifier, crop?.identifier, resizer.identifier].compactMap { $0 }.joined(separator: "|")
+  }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
     try await context.blocking { try run(input) }
@@ -89,7 +91,8 @@ public struct ShrinkOnLoadDecoder: Stage {
     // Crop and scale in the stored orientation, then turn the small result upright: rotating a
     // thumbnail is cheap, rotating the full image is not.
     var image = try decoder.finish(
-      loaded, format: header.format, input: input, width: fullWidth, height: fullHeight, shrink: jpegShrink, scale: scale, rotate: false)
+      loaded, format: header.format, input: input, width: fullWidth, height: fullHeight, shrink: jpegShrink, scale: scale,
+      rotate: false)
     var pixels = image.image
     if case .relative(let x, let y, let w, let h)? = crop?.region {
       let stored = Orientation.storedRect(x: x, y: y, width: w, height: h, orientation: orientation)
@@ -109,7 +112,9 @@ public struct ShrinkOnLoadDecoder: Stage {
 /// EXIF orientation geometry.
 enum Orientation {
   /// Maps a relative rectangle on the upright image to the same area on the stored image.
-  static func storedRect(x: Double, y: Double, width w: Double, height h: Double, orientation: Int) -> (x: Double, y: Double, width: Double, height: Double) {
+  static func storedRect(x: Double, y: Double, width w: Double, height h: Double, orientation: Int) -> (
+    x: Double, y: Double, width: Double, height: Double
+  ) {
     switch orientation {
     case 2: (1 - x - w, y, w, h)
     case 3: (1 - x - w, 1 - y - h, w, h)

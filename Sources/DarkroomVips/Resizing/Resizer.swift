@@ -120,11 +120,14 @@ public struct Resizer: Stage {
 
   /// Scales `image` to `target` exactly, then crops or pads to the box. The fused decoder calls
   /// this with a target computed from the full-size image, so both paths give the same size.
-  func apply(to image: VipsImage, scaledTo target: (width: Int, height: Int), finishing: Bool = true) throws(PipelineError) -> VipsImage {
+  func apply(to image: VipsImage, scaledTo target: (width: Int, height: Int), finishing: Bool = true) throws(PipelineError)
+    -> VipsImage
+  {
     var result = image
     if result.width != target.width || result.height != target.height {
       result = try result.resized(
-        horizontal: Double(target.width) / Double(result.width), vertical: Double(target.height) / Double(result.height), kernel: kernel)
+        horizontal: Double(target.width) / Double(result.width), vertical: Double(target.height) / Double(result.height),
+        kernel: kernel)
       if result.width != target.width || result.height != target.height {
         // Guard against a one-pixel rounding difference inside libvips.
         result = try result.placed(inWidth: target.width, height: target.height, gravity: .northwest, background: background)
@@ -146,7 +149,8 @@ public struct Resizer: Stage {
     case .center:
       let gravity: Gravity
       if case .gravity(let chosen) = anchor { gravity = chosen } else { gravity = .centre }
-      return try result.placed(inWidth: width ?? result.width, height: height ?? result.height, gravity: gravity, background: background)
+      return try result.placed(
+        inWidth: width ?? result.width, height: height ?? result.height, gravity: gravity, background: background)
     }
   }
 }

@@ -47,7 +47,11 @@ public enum Vips {
       g_free(raw)
     }
     let warning = takeWarning()
-    if text.isEmpty { text = warning ?? "libvips gave no details" } else if let warning, !text.contains(warning) { text += " (warnings: \(warning))" }
+    if text.isEmpty {
+      text = warning ?? "libvips gave no details"
+    } else if let warning, !text.contains(warning) {
+      text += " (warnings: \(warning))"
+    }
     return LibraryMessage(library: "libvips", text: text.replacingNewlines())
   }
 
@@ -72,7 +76,9 @@ public enum Vips {
 
   /// Whether a libvips message names a saver as the failing part (rather than the pixels read).
   static func isSaverFailure(_ message: LibraryMessage) -> Bool {
-    let markers = ["jpegsave", "pngsave", "spngsave", "webpsave", "heifsave", "gifsave", "cgif", "heif: Encod", "Encoder", "encoder"]
+    let markers = [
+      "jpegsave", "pngsave", "spngsave", "webpsave", "heifsave", "gifsave", "cgif", "heif: Encod", "Encoder", "encoder",
+    ]
     return markers.contains { message.text.contains($0) } && !isLoaderFailure(message)
   }
 }

@@ -149,7 +149,9 @@ extension VipsImage {
     while values.count < bands { values.append(values.last ?? 0) }
     values = Array(values.prefix(bands))
     return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in
-      try derive("padding") { dr_gravity($0, gravity.direction, Int32(width), Int32(height), buffer.baseAddress, Int32(buffer.count), $1) }
+      try derive("padding") {
+        dr_gravity($0, gravity.direction, Int32(width), Int32(height), buffer.baseAddress, Int32(buffer.count), $1)
+      }
     }
   }
 

@@ -12,7 +12,8 @@ extension VipsImage {
   public static func fromPixels(_ pixels: [UInt8], width: Int, height: Int, bands: Int) throws(PipelineError) -> VipsImage {
     try Vips.initialize()
     guard width > 0, height > 0, (1...4).contains(bands), pixels.count == width * height * bands else {
-      throw PipelineError(.invalidInput, "expected \(width)×\(height)×\(bands) = \(width * height * bands) bytes, got \(pixels.count)")
+      throw PipelineError(
+        .invalidInput, "expected \(width)×\(height)×\(bands) = \(width * height * bands) bytes, got \(pixels.count)")
     }
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     let status = pixels.withUnsafeBytes { dr_image_from_pixels($0.baseAddress, Int32(width), Int32(height), Int32(bands), &out) }
