@@ -111,6 +111,19 @@ struct ExecutorTests {
     #expect(operation.status == .failed)
   }
 
+  @Test("the time limit covers willFinish hooks")
+  func timeoutCoversHooks() async {
+    let gate = Gate()
+    var options = RunOptions(timeout: .milliseconds(50))
+    options.onWillFinish { (_: Int, _: OperationInfo) in try await gate.wait() }
+    let result = await Pipeline(name: "slow-hook") { double }.run(1, options: options).result
+    guard case .failure(let error) = result else {
+      Issue.record("succeeded")
+      return
+    }
+    #expect(error.code == .timedOut)
+  }
+
   @Test("a pipeline loaded untyped can be checked into a typed one")
   func typedFromGraph() throws {
     let graph = try StageGraph(name: "g", stages: [AnyStage(double), AnyStage(describe)])

@@ -37,26 +37,19 @@ public struct PipelineExecutor: Sendable {
       emitNote: { [weak operation] note in operation?.handle(.note(note)) })
     let sourceText = source?.description
     do {
-      let value = try await withTimeout(options.timeout, source: sourceText) {
-        try await runStages(graph.runnableStages, input: input, context: context, operation: operation)
-      }
-      guard let output = value as? Output else {
-        throw PipelineError(
-          .typeMismatch,
-          "pipeline \"\(graph.name)\" produced \(valueDescription(of: type(of: value))), not \(valueDescription(of: Output.self))"
-        )
-      }
-      if operation.handle(.outputReady) {
-        for hook in options.willFinishHooks {
-          do { try await hook(output, operation.info) } catch let error as PipelineError { throw error } catch let error
-            as CancellationError
-          {
-            throw error
-          } catch {
-            throw PipelineError(
-              .willFinishFailed, "a willFinish hook refused the result: \(error)", source: sourceText, cause: error)
-          }
+      // The time limit covers the stages and the willFinish hooks.
+      let output: Output = try await withTimeout(options.timeout, source: sourceText) {
+        let value = try await runStages(graph.runnableStages, input: input, context: context, operation: operation)
+        guard let output = value as? Output else {
+          throw PipelineError(
+            .typeMismatch,
+            "pipeline \"\(graph.name)\" produced \(valueDescription(of: type(of: value))), not \(valueDescription(of: Output.self))"
+          )
         }
+        if operation.handle(.outputReady) {
+          try await runWillFinishHooks(options.willFinishHooks, output: output, info: operation.info, source: sourceText)
+        }
+        return output
       }
       try Task.checkCancellation()
       let summary = (output as? any SummarizableOutput)?.outputSummary ?? OutputSummary()
@@ -68,6 +61,22 @@ public struct PipelineExecutor: Sendable {
         operation.handle(.cancel)
       } else {
         operation.handle(.fail(PipelineError(.stageFailed, "\(error)", source: sourceText, cause: error)))
+      }
+    }
+  }
+
+  private static func runWillFinishHooks(
+    _ hooks: [RunOptions.WillFinishHook], output: any Sendable, info: OperationInfo, source: String?
+  ) async throws {
+    for hook in hooks {
+      do {
+        try await hook(output, info)
+      } catch let error as PipelineError {
+        throw error
+      } catch let error as CancellationError {
+        throw error
+      } catch {
+        throw PipelineError(.willFinishFailed, "a willFinish hook refused the result: \(error)", source: source, cause: error)
       }
     }
   }
