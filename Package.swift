@@ -23,7 +23,7 @@ let package = Package(
       pkgConfig: "vips",
       providers: [.apt(["libvips-dev"])]
     ),
-    .target(name: "CVipsShim", dependencies: ["CVips"]),
+    .target(name: "CVipsShim", dependencies: ["CVips"], linkerSettings: [.linkedLibrary("tiff")]),
     .target(name: "DarkroomCore", swiftSettings: strict),
     .target(name: "DarkroomVips", dependencies: ["DarkroomCore", "CVips", "CVipsShim"], swiftSettings: strict),
     .target(name: "Darkroom", dependencies: ["DarkroomCore", "DarkroomVips"], swiftSettings: strict),

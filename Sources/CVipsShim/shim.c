@@ -1,5 +1,7 @@
 #include "CVipsShim.h"
 
+#include <tiffio.h>
+
 #include <string.h>
 
 static __thread char last_warning[512];
@@ -160,4 +162,103 @@ int dr_with_orientation(VipsImage *in, int orientation, VipsImage **out) {
   if (vips_copy(in, out, NULL)) return -1;
   vips_image_set_int(*out, VIPS_META_ORIENTATION, orientation);
   return 0;
+}
+
+/* A read-only memory stream for TIFFClientOpen. */
+typedef struct {
+  const unsigned char *data;
+  toff_t size;
+  toff_t offset;
+} DrMemoryStream;
+
+static tsize_t dr_tiff_read(thandle_t handle, tdata_t buffer, tsize_t size) {
+  DrMemoryStream *stream = (DrMemoryStream *)handle;
+  if (stream->offset >= stream->size) return 0;
+  toff_t available = stream->size - stream->offset;
+  tsize_t count = (toff_t)size < available ? size : (tsize_t)available;
+  memcpy(buffer, stream->data + stream->offset, (size_t)count);
+  stream->offset += (toff_t)count;
+  return count;
+}
+
+static tsize_t dr_tiff_write(thandle_t handle, tdata_t buffer, tsize_t size) {
+  (void)handle;
+  (void)buffer;
+  (void)size;
+  return -1;
+}
+
+static toff_t dr_tiff_seek(thandle_t handle, toff_t offset, int whence) {
+  DrMemoryStream *stream = (DrMemoryStream *)handle;
+  toff_t base = whence == SEEK_CUR ? stream->offset : whence == SEEK_END ? stream->size : 0;
+  toff_t target = base + offset;
+  if (target > stream->size) return (toff_t)-1;
+  stream->offset = target;
+  return target;
+}
+
+static int dr_tiff_close(thandle_t handle) {
+  (void)handle;
+  return 0;
+}
+
+static toff_t dr_tiff_size(thandle_t handle) { return ((DrMemoryStream *)handle)->size; }
+
+static TIFF *dr_tiff_open(DrMemoryStream *stream) {
+  return TIFFClientOpen("memory", "rm", (thandle_t)stream, dr_tiff_read, dr_tiff_write, dr_tiff_seek, dr_tiff_close,
+                        dr_tiff_size, NULL, NULL);
+}
+
+int dr_tiff_is_tiled_planar(const void *buf, size_t len) {
+  DrMemoryStream stream = {buf, (toff_t)len, 0};
+  TIFF *tiff = dr_tiff_open(&stream);
+  if (!tiff) return 0;
+  uint16_t planar = PLANARCONFIG_CONTIG;
+  TIFFGetFieldDefaulted(tiff, TIFFTAG_PLANARCONFIG, &planar);
+  int result = TIFFIsTiled(tiff) && planar == PLANARCONFIG_SEPARATE;
+  TIFFClose(tiff);
+  return result;
+}
+
+int dr_tiff_load_rgba(const void *buf, size_t len, size_t max_pixels, VipsImage **out) {
+  DrMemoryStream stream = {buf, (toff_t)len, 0};
+  TIFF *tiff = dr_tiff_open(&stream);
+  if (!tiff) {
+    vips_error("tiffload", "cannot open the TIFF data");
+    return -1;
+  }
+  uint32_t width = 0, height = 0;
+  TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &width);
+  TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &height);
+  if (width == 0 || height == 0 || (size_t)width * height > max_pixels) {
+    vips_error("tiffload", "TIFF size %ux%u is empty or over the pixel limit", width, height);
+    TIFFClose(tiff);
+    return -1;
+  }
+  size_t pixels = (size_t)width * height;
+  uint32_t *raster = (uint32_t *)_TIFFmalloc((tmsize_t)(pixels * sizeof(uint32_t)));
+  unsigned char *rgba = raster ? g_try_malloc(pixels * 4) : NULL;
+  int status = -1;
+  if (!raster || !rgba) {
+    vips_error("tiffload", "out of memory decoding a %ux%u TIFF", width, height);
+  } else if (!TIFFReadRGBAImageOriented(tiff, width, height, raster, ORIENTATION_TOPLEFT, 1)) {
+    vips_error("tiffload", "libtiff could not decode the TIFF pixels");
+  } else {
+    for (size_t i = 0; i < pixels; i++) {
+      rgba[i * 4 + 0] = (unsigned char)TIFFGetR(raster[i]);
+      rgba[i * 4 + 1] = (unsigned char)TIFFGetG(raster[i]);
+      rgba[i * 4 + 2] = (unsigned char)TIFFGetB(raster[i]);
+      rgba[i * 4 + 3] = (unsigned char)TIFFGetA(raster[i]);
+    }
+    VipsImage *image = vips_image_new_from_memory_copy(rgba, pixels * 4, (int)width, (int)height, 4, VIPS_FORMAT_UCHAR);
+    if (image) {
+      image->Type = VIPS_INTERPRETATION_sRGB;
+      *out = image;
+      status = 0;
+    }
+  }
+  if (raster) _TIFFfree(raster);
+  g_free(rgba);
+  TIFFClose(tiff);
+  return status;
 }

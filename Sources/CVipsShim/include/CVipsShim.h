@@ -36,6 +36,14 @@ const char *dr_version(void);
 int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, double scale, int thumbnail,
                    VipsFailOn fail_on, int sequential, VipsImage **out);
 
+// TIFF layouts libvips 8.14 cannot decode — tiled images with separate colour planes ("tiled
+// separate planes not supported") — read through libtiff's RGBA interface instead.
+// dr_tiff_is_tiled_planar returns 1 when the first directory of the TIFF in memory has that
+// layout. dr_tiff_load_rgba decodes it into a new 8-bit RGBA image owned by the caller (at most
+// `max_pixels` pixels; more fails before any pixel is decoded); errors land in libvips' buffer.
+int dr_tiff_is_tiled_planar(const void *buf, size_t len);
+int dr_tiff_load_rgba(const void *buf, size_t len, size_t max_pixels, VipsImage **out);
+
 // Geometry and colour (each wraps one varargs operation).
 int dr_autorot(VipsImage *in, VipsImage **out);
 int dr_icc_to_srgb(VipsImage *in, int embedded, const char *fallback_profile, VipsImage **out);

@@ -34,6 +34,18 @@ extension Decoder {
     return format
   }
 
+  /// Decodes a tiled TIFF with separate planes (which libvips 8.14 cannot read) through libtiff's
+  /// RGBA interface into memory.
+  static func loadPlanarTIFF(_ input: FetchedData, maxPixels: Int) throws(PipelineError) -> VipsImage {
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    guard dr_tiff_load_rgba(input.bytes.baseAddress, input.bytes.count, maxPixels, &out) == 0, let out else {
+      let cause = Vips.captureError()
+      throw PipelineError(
+        .corruptImage, "the TIFF data is damaged: \(cause.text)", source: input.source.description, cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: [])
+  }
+
   /// Runs the format's own loader on the bytes; the image keeps the bytes alive.
   static func load(
     _ format: ImageFormat, from bytes: ImageBytes, failOn: VipsFailOn? = nil, source: ImageSource, shrink: Int = 1,

@@ -67,6 +67,9 @@ public struct Decoder: Stage {
           + "raise maxPixels to accept it",
         source: input.source.description)
     }
+    if format == .tiff, dr_tiff_is_tiled_planar(input.bytes.baseAddress, input.bytes.count) != 0 {
+      return (format, try Decoder.loadPlanarTIFF(input, maxPixels: maxPixels))
+    }
     return (format, image)
   }
 
