@@ -161,3 +161,26 @@ struct CorpusTests {
     return Double(zip(x, y).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) }) / Double(x.count)
   }
 }
+
+@Suite("README")
+struct ReadmeExampleTests {
+  @Test("the README's Swift example works as written")
+  func readmeExample() async throws {
+    try Darkroom.bootstrap()
+    let thumbnail = Pipeline(name: "thumbnail") {
+      Fetcher()
+      Decoder()
+      Resizer(width: 300, height: 300, mode: .fit)
+      Encoder(.jpeg(quality: 80))
+    }
+    let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+      .appendingPathComponent("Examples/images/dunes.jpg").path
+    let image = try await thumbnail.run(ImageSource(examples)).value
+    #expect(image.format == .jpeg)
+    #expect(image.width == 300 && image.height == 200)
+    let path = NSTemporaryDirectory() + "dunes-300-\(UUID().uuidString).\(image.format.fileExtension)"
+    try image.bytes.data.write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    #expect(FileManager.default.fileExists(atPath: path))
+  }
+}
