@@ -105,7 +105,9 @@ struct CorpusTests {
         return
       }
       #expect(error.code == .imageTooLarge, "\(error)")
-      #expect(elapsed < .seconds(2), "a declared-huge image must be refused from its header")
+      // Refused from the header: the message names the declared size (or the decoder's own limit),
+      // so no pixel was decoded. (Timing is left to benchmarks; the 30 s bound above catches hangs.)
+      #expect(error.message.contains("declares") || error.message.contains("larger than its decoder accepts"), "\(error.message)")
     case "reject-or-partial":
       guard case .failure(let error) = result else {
         Issue.record("strict decoding accepted damaged data")

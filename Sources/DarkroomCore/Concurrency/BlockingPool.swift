@@ -14,35 +14,26 @@ import Synchronization
 /// let pool = BlockingPool(threads: 4, name: "decode")
 /// let size = try await pool.run { try Data(contentsOf: url).count }
 /// ```
-public final class BlockingPool: Sendable {
+public final class BlockingPool: @unchecked Sendable {
   /// A process-wide pool with one thread per active processor.
   public static let shared = BlockingPool(threads: ProcessInfo.processInfo.activeProcessorCount, name: "darkroom.blocking")
 
   /// The number of threads, the most work items that run at once.
   public let threadCount: Int
 
-  private let state: Mutex<State>
+  // Every mutable field below is guarded by `condition`'s lock (a pthread mutex, which thread
+  // sanitizers understand); that is what makes the class safe to share (@unchecked Sendable).
   private let condition = NSCondition()
-
-  private struct Job {
-    let id: UInt64
-    let work: @Sendable () -> Void
-  }
-
-  private struct State {
-    var queue: [Job] = []
-    var head = 0
-    var nextID: UInt64 = 0
-    var running = 0
-    var peakRunning = 0
-  }
+  private var queue: [@Sendable () -> Void] = []
+  private var head = 0
+  private var running = 0
+  private var peakRunning = 0
 
   /// Creates a pool with `threads` threads (at least one), started now. The threads never exit
   /// and keep the pool alive: a pool lives as long as the process, so create few (one per kind of
   /// work), not one per request.
   public init(threads: Int, name: String = "darkroom.blocking") {
     threadCount = max(1, threads)
-    state = Mutex(State())
     for index in 0..<threadCount {
       let thread = Thread { self.workerLoop() }
       thread.name = "\(name).\(index)"
@@ -52,28 +43,23 @@ public final class BlockingPool: Sendable {
   }
 
   /// The largest number of items that ran at once so far (for tests and diagnostics).
-  public var peakConcurrency: Int { state.withLock { $0.peakRunning } }
+  public var peakConcurrency: Int { condition.withLock { peakRunning } }
 
   /// Runs `work` on a pool thread and returns its result.
   public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try Task.checkCancellation()
     let box = ContinuationBox<T>()
-    let id = state.withLock { state -> UInt64 in
-      state.nextID += 1
-      return state.nextID
-    }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
         box.set(continuation)
-        let job = Job(id: id) {
+        let job: @Sendable () -> Void = {
           guard box.claimStart() else { return }
-          let result = Result { try work() }
-          box.resume(with: result)
+          box.resume(with: Result { try work() })
         }
-        condition.lock()
-        state.withLock { $0.queue.append(job) }
-        condition.signal()
-        condition.unlock()
+        condition.withLock {
+          queue.append(job)
+          condition.signal()
+        }
       }
     } onCancel: {
       box.cancel()
@@ -83,25 +69,18 @@ public final class BlockingPool: Sendable {
   private func workerLoop() {
     while true {
       condition.lock()
-      var job: Job?
-      while job == nil {
-        job = state.withLock { state -> Job? in
-          guard state.head < state.queue.count else { return nil }
-          let next = state.queue[state.head]
-          state.head += 1
-          if state.head > 64, state.head * 2 > state.queue.count {
-            state.queue.removeFirst(state.head)
-            state.head = 0
-          }
-          state.running += 1
-          state.peakRunning = max(state.peakRunning, state.running)
-          return next
-        }
-        if job == nil { condition.wait() }
+      while head >= queue.count { condition.wait() }
+      let job = queue[head]
+      head += 1
+      if head > 64, head * 2 > queue.count {
+        queue.removeFirst(head)
+        head = 0
       }
+      running += 1
+      peakRunning = max(peakRunning, running)
       condition.unlock()
-      job?.work()
-      state.withLock { $0.running -= 1 }
+      job()
+      condition.withLock { running -= 1 }
     }
   }
 }
