@@ -4,7 +4,7 @@ OUT ?= out
 BENCH_DIR ?= /tmp/darkroom-bench
 SHARED ?= $(abspath ../shared)
 
-.PHONY: deps demo test bench build release validate docs-stages format clean
+.PHONY: deps demo test test-tsan test-asan bench build release validate docs-stages format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -27,6 +27,13 @@ demo: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+## test-tsan / test-asan: the suite under ThreadSanitizer / AddressSanitizer (own build folders)
+test-tsan: deps
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+test-asan: deps
+	$(SWIFT) test --sanitize=address --scratch-path .build-asan
 
 ## bench: release build, then ../shared/bench/compare.py cases A and B with darkroom beside the peers
 bench: release
