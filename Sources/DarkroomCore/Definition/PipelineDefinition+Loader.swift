@@ -34,9 +34,9 @@ extension PipelineDefinition {
           issue("name", "expected a non-empty string, got \(value)")
         }
       }
-      if let value = document["description"], case .string = value {
-      } else if let value = document["description"] {
-        issue("description", "expected a string, got \(value)")
+      switch document["description"] {
+      case nil, .string?: break
+      case let value?: issue("description", "expected a string, got \(value)")
       }
       var fusion = true
       if let value = document["fusion"] {
