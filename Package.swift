@@ -15,7 +15,8 @@ let package = Package(
     .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
   ],
   dependencies: [
-    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
   ],
   targets: [
     .systemLibrary(
@@ -24,9 +25,16 @@ let package = Package(
       providers: [.apt(["libvips-dev"])]
     ),
     .target(name: "CVipsShim", dependencies: ["CVips"], linkerSettings: [.linkedLibrary("tiff")]),
+    .systemLibrary(
+      name: "CCurl",
+      pkgConfig: "libcurl",
+      providers: [.apt(["libcurl4-openssl-dev"])]
+    ),
+    .target(name: "CCurlShim", dependencies: ["CCurl"]),
+    .target(name: "DarkroomCurl", dependencies: ["DarkroomCore", "CCurl", "CCurlShim"], swiftSettings: strict),
     .target(name: "DarkroomCore", swiftSettings: strict),
     .target(name: "DarkroomVips", dependencies: ["DarkroomCore", "CVips", "CVipsShim"], swiftSettings: strict),
-    .target(name: "Darkroom", dependencies: ["DarkroomCore", "DarkroomVips"], swiftSettings: strict),
+    .target(name: "Darkroom", dependencies: ["DarkroomCore", "DarkroomVips", "DarkroomCurl"], swiftSettings: strict),
     .target(name: "DarkroomTesting", dependencies: ["Darkroom"], swiftSettings: strict),
     .executableTarget(
       name: "darkroom",
@@ -41,6 +49,19 @@ let package = Package(
       ),
       dependencies: ["darkroom"]
     ),
+    .target(
+      name: "DarkroomHTTPTestServer",
+      dependencies: [
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+      ],
+      path: "Tests/Support/DarkroomHTTPTestServer",
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "DarkroomCurlTests", dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomHTTPTestServer"],
+      swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),

@@ -1,4 +1,5 @@
 @_exported import DarkroomCore
+@_exported import DarkroomCurl
 @_exported import DarkroomVips
 
 /// Darkroom's front door: the standard stage registry and one-time set-up.
@@ -25,11 +26,16 @@ public enum Darkroom {
   public static var standardRegistry: StageRegistry {
     var registry = StageRegistry()
     registry.register(
-      "fetch", summary: "Reads the source: a local path or file:// URL (confined to `root` when set).",
+      "fetch",
+      summary:
+        "Reads the source: a local path or file:// URL (confined to `root`), an http(s) URL through libcurl (bounded, SSRF-guarded), or a data: URL.",
       options: FetchOptions.self
     ) { options, context in
       // The file's root narrows the runner's: a path must be inside both.
-      Fetcher(maxBytes: options.maxBytes, roots: [options.root, context.allowedRoot].compactMap { $0 })
+      Fetcher(
+        maxBytes: options.maxBytes, roots: [options.root, context.allowedRoot].compactMap { $0 },
+        allowedSchemes: options.allowSchemes.map(Set.init),
+        transports: Fetcher.builtInTransports + [HTTPTransport(options: options.httpOptions)])
     }
     registry.register(
       "decode", summary: "Decodes JPEG, PNG, GIF, WebP, TIFF or HEIF/AVIF bytes (sniffed, trusted loaders only) into an image.",

@@ -5,7 +5,10 @@ import Synchronization
 /// Runs a graph over many sources, `jobs` at a time, with progress and a summary.
 struct BatchRunner {
   let graph: StageGraph
+  /// Images whose CPU work runs at once (the blocking pool's threads).
   let jobs: Int
+  /// Operations in flight: more than `jobs`, so transfers run ahead of the CPU work.
+  let inFlight: Int
   let timeout: Duration
   let emitEvents: Bool
   let showProgress: Bool
@@ -33,14 +36,14 @@ struct BatchRunner {
   func run(_ sources: [ImageSource]) async -> Report {
     let tally = Tally()
     let started = ContinuousClock.now
-    var options = RunOptions(timeout: timeout)
+    var options = RunOptions(timeout: timeout, pool: BlockingPool(threads: jobs, name: "darkroom.jobs"))
     if emitEvents { options.observers.append(EventsWriter()) }
     let total = sources.count
     let executor = PipelineExecutor()
     await withTaskGroup(of: Void.self) { group in
       var next = 0
       while next < total || !group.isEmpty {
-        while next < total, next - tally.finishedCount < jobs {
+        while next < total, next - tally.finishedCount < inFlight {
           let source = sources[next]
           next += 1
           group.addTask { [self, options] in

@@ -17,6 +17,9 @@ struct EventsWriter: OperationObserver {
       fields.append(("durationMs", number(duration.milliseconds)))
     case .note(let text):
       fields.append(("note", .string(text)))
+    case .progress(let received, let expected):
+      fields.append(("received", number(Double(received))))
+      if let expected { fields.append(("expected", number(Double(expected)))) }
     case .finished(let summary):
       if let path = summary.path { fields.append(("output", .string(path))) }
       if let width = summary.width { fields.append(("width", number(Double(width)))) }

@@ -8,6 +8,16 @@ struct InputExpander {
 
   static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "gif", "webp", "tif", "tiff", "heic", "heif", "avif"]
 
+  /// Reads an input list: one URL or path per line, blank lines and `#` comments skipped; `-`
+  /// reads standard input.
+  static func readList(_ path: String) throws -> [String] {
+    let data = path == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: path))
+    return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map {
+      $0.trimmingCharacters(in: .whitespaces)
+    }
+    .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+  }
+
   func expand(_ inputs: [String]) -> [ImageSource] {
     inputs.flatMap { input -> [ImageSource] in
       let source = ImageSource(input)

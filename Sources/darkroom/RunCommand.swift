@@ -16,8 +16,14 @@ struct RunCommand: AsyncParsableCommand {
   @Argument(help: "The pipeline JSON file.")
   var pipeline: String
 
-  @Argument(help: "Input files, folders (their image files) or file:// URLs.")
-  var inputs: [String]
+  @Argument(help: "Input files, folders (their image files), file:// or http(s):// URLs.")
+  var inputs: [String] = []
+
+  @Option(help: "A file listing inputs, one URL or path per line ('-' for standard input).")
+  var inputList: String?
+
+  @Option(help: "How many HTTP transfers run at once (default 8), apart from --jobs.")
+  var fetchConcurrency: Int = 8
 
   @Option(name: .shortAndLong, help: "The output directory.")
   var output: String = "out"
@@ -53,6 +59,8 @@ struct RunCommand: AsyncParsableCommand {
 
   func validate() throws {
     if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1, got \(jobs)") }
+    if fetchConcurrency < 1 { throw ValidationError("--fetch-concurrency must be at least 1, got \(fetchConcurrency)") }
+    if inputs.isEmpty && inputList == nil { throw ValidationError("give inputs, or --input-list FILE") }
     if timeout <= 0 { throw ValidationError("--timeout must be positive, got \(timeout)") }
     if vipsThreads < 1 { throw ValidationError("--vips-threads must be at least 1") }
   }
@@ -73,7 +81,17 @@ struct RunCommand: AsyncParsableCommand {
       Terminal.error("error: \(error.message)")
       throw ExitCode.failure
     }
-    let sources = InputExpander(recursive: recursive).expand(inputs)
+    var listed: [String] = []
+    if let inputList {
+      do {
+        listed = try InputExpander.readList(inputList)
+      } catch {
+        Terminal.error("error: cannot read the input list \(inputList): \(error.localizedDescription)")
+        throw ExitCode.validationFailure
+      }
+    }
+    HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency)
+    let sources = InputExpander(recursive: recursive).expand(inputs + listed)
     if sources.isEmpty {
       Terminal.error("error: no inputs: the given folders hold no image files")
       throw ExitStatus.inputsFailed
@@ -88,8 +106,9 @@ struct RunCommand: AsyncParsableCommand {
         throw ExitStatus.invalidPipeline
       }
     }
+    let cpuJobs = jobs ?? ProcessInfo.processInfo.activeProcessorCount
     let runner = BatchRunner(
-      graph: graph, jobs: jobs ?? ProcessInfo.processInfo.activeProcessorCount,
+      graph: graph, jobs: cpuJobs, inFlight: cpuJobs + fetchConcurrency,
       timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     let report = await runner.run(sources)

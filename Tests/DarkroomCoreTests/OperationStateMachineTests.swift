@@ -10,7 +10,8 @@ struct OperationStateMachineTests {
   /// Every input, named for the table below.
   static let inputs: [(String, OperationStateMachine.Input)] = [
     ("start", .start), ("stageStarted", .stageStarted(stage)), ("stageFinished", .stageFinished(stage, .milliseconds(3))),
-    ("note", .note("n")), ("outputReady", .outputReady), ("willFinishSucceeded", .willFinishSucceeded(summary)),
+    ("note", .note("n")), ("progress", .progress(received: 10, expected: 100)), ("outputReady", .outputReady),
+    ("willFinishSucceeded", .willFinishSucceeded(summary)),
     ("fail", .fail(error)), ("cancel", .cancel),
   ]
 
@@ -41,6 +42,7 @@ struct OperationStateMachineTests {
       "stageStarted": (.running, ["emit:stageStarted"]),
       "stageFinished": (.running, ["emit:stageFinished"]),
       "note": (.running, ["emit:note"]),
+      "progress": (.running, ["emit:progress"]),
       "outputReady": (.finishing, ["emit:willFinish", "runWillFinish"]),
       "fail": (.failed, ["emit:failed", "deliverFailure"]),
       "cancel": (.cancelled, ["emit:cancelled", "deliverCancellation"]),

@@ -175,7 +175,8 @@ struct ReadmeExampleTests {
       Resizer(width: 300, height: 300, mode: .fit)
       Encoder(.jpeg(quality: 80))
     }
-    let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
       .appendingPathComponent("Examples/images/dunes.jpg").path
     let image = try await thumbnail.run(ImageSource(examples)).value
     #expect(image.format == .jpeg)

@@ -81,6 +81,7 @@ public enum JSONSchema {
         ("required", .array(specs.filter(\.required).map { .string($0.name) })), ("additionalProperties", false),
       ]
     case .stringMap: return [("type", "object"), ("additionalProperties", .object([("type", "string")]))]
+    case .stringList: return [("type", "array"), ("items", .object([("type", "string")]))]
     }
   }
 }

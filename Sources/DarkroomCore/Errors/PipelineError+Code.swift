@@ -27,8 +27,12 @@ extension PipelineError {
     public static let accessDenied = Self("accessDenied")
     /// Fetching the source failed for another reason.
     public static let fetchFailed = Self("fetchFailed")
-    /// The server answered with an error status.
+    /// The server answered with an error status (kept in ``PipelineError/httpStatus``).
     public static let httpStatus = Self("httpStatus")
+    /// The destination is not allowed: a non-public address (SSRF guard) or a forbidden scheme.
+    public static let forbiddenDestination = Self("forbiddenDestination")
+    /// A redirect chain was longer than `maxRedirects`, or looped.
+    public static let tooManyRedirects = Self("tooManyRedirects")
     /// The source is bigger than the stage's `maxBytes`.
     public static let tooLarge = Self("tooLarge")
     /// The bytes are not an image of a trusted format.

@@ -27,6 +27,8 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible {
   public var path: String?
   /// Every problem found when a definition was validated (one entry when there was only one).
   public var issues: [Issue]
+  /// The HTTP status, for `httpStatus` failures.
+  public var httpStatus: Int?
   /// The underlying error or library message, kept for logs and debugging.
   public var cause: (any Error & Sendable)?
 
@@ -43,6 +45,7 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible {
     self.path = path
     self.issues = issues
     self.cause = cause
+    self.httpStatus = nil
   }
 
   /// One problem of a pipeline definition: where it is and what is wrong.

@@ -34,7 +34,9 @@ public struct PipelineExecutor: Sendable {
     operation.handle(.start)
     let context = StageContext(
       operationID: operation.id, pipelineName: graph.name, source: source, pool: pool,
-      emitNote: { [weak operation] note in operation?.handle(.note(note)) })
+      emitNote: { [weak operation] note in operation?.handle(.note(note)) },
+      emitProgress: { [weak operation] received, expected in operation?.handle(.progress(received: received, expected: expected))
+      })
     let sourceText = source?.description
     do {
       // The time limit covers the stages and the willFinish hooks.

@@ -36,6 +36,8 @@ public enum OperationEvent: Sendable, CustomStringConvertible {
   case stageFinished(StageInfo, duration: Duration)
   /// A stage's remark (a fallback taken, a partial decode accepted…).
   case note(String)
+  /// Bytes received so far by a transfer, and the total when the server said it (rate-limited).
+  case progress(received: Int, expected: Int?)
   case willFinish
   case finished(OutputSummary)
   case failed(PipelineError)
@@ -48,6 +50,7 @@ public enum OperationEvent: Sendable, CustomStringConvertible {
     case .stageStarted: "stageStarted"
     case .stageFinished: "stageFinished"
     case .note: "note"
+    case .progress: "progress"
     case .willFinish: "willFinish"
     case .finished: "finished"
     case .failed: "failed"

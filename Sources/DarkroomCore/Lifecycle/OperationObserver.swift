@@ -17,6 +17,7 @@ public protocol OperationObserver: Sendable {
   func operation(_ operation: OperationInfo, didStartStage stage: StageInfo)
   func operation(_ operation: OperationInfo, didFinishStage stage: StageInfo, duration: Duration)
   func operation(_ operation: OperationInfo, didNote note: String)
+  func operation(_ operation: OperationInfo, didReceive bytes: Int, of expected: Int?)
   func operationWillFinish(_ operation: OperationInfo)
   func operationDidFinish(_ operation: OperationInfo, output: OutputSummary)
   func operation(_ operation: OperationInfo, didFailWith error: PipelineError)
@@ -30,6 +31,7 @@ extension OperationObserver {
   public func operation(_ operation: OperationInfo, didStartStage stage: StageInfo) {}
   public func operation(_ operation: OperationInfo, didFinishStage stage: StageInfo, duration: Duration) {}
   public func operation(_ operation: OperationInfo, didNote note: String) {}
+  public func operation(_ operation: OperationInfo, didReceive bytes: Int, of expected: Int?) {}
   public func operationWillFinish(_ operation: OperationInfo) {}
   public func operationDidFinish(_ operation: OperationInfo, output: OutputSummary) {}
   public func operation(_ operation: OperationInfo, didFailWith error: PipelineError) {}
@@ -42,6 +44,7 @@ extension OperationObserver {
     case .stageStarted(let stage): self.operation(operation, didStartStage: stage)
     case .stageFinished(let stage, let duration): self.operation(operation, didFinishStage: stage, duration: duration)
     case .note(let text): self.operation(operation, didNote: text)
+    case .progress(let received, let expected): self.operation(operation, didReceive: received, of: expected)
     case .willFinish: operationWillFinish(operation)
     case .finished(let summary): operationDidFinish(operation, output: summary)
     case .failed(let error): self.operation(operation, didFailWith: error)

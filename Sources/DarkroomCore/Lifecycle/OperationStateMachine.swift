@@ -19,6 +19,7 @@ public struct OperationStateMachine: Sendable {
     case stageStarted(StageInfo)
     case stageFinished(StageInfo, Duration)
     case note(String)
+    case progress(received: Int, expected: Int?)
     case outputReady
     case willFinishSucceeded(OutputSummary)
     case fail(PipelineError)
@@ -64,6 +65,8 @@ public struct OperationStateMachine: Sendable {
       return [.emit(.stageFinished(stage, duration: duration))]
     case (.running, .note(let text)), (.finishing, .note(let text)):
       return [.emit(.note(text))]
+    case (.running, .progress(let received, let expected)):
+      return [.emit(.progress(received: received, expected: expected))]
     case (.running, .outputReady):
       status = .finishing
       return [.emit(.willFinish), .runWillFinish]

@@ -41,6 +41,8 @@ public indirect enum OptionType: Sendable {
   case object([OptionSpec])
   /// An object of string values with free keys (HTTP headers).
   case stringMap
+  /// An array of strings.
+  case stringList
 
   /// What values of this type look like, for messages and docs ("an integer from 1 to 100").
   public var expectation: String {
@@ -66,6 +68,7 @@ public indirect enum OptionType: Sendable {
     case .choice(let values): return "one of " + values.map { "\"\($0)\"" }.joined(separator: ", ")
     case .object(let specs): return "an object with " + specs.map { "\"\($0.name)\"" }.joined(separator: ", ")
     case .stringMap: return "an object of strings"
+    case .stringList: return "an array of strings"
     }
   }
 
@@ -79,6 +82,7 @@ public indirect enum OptionType: Sendable {
     case .choice: "string (enum)"
     case .object: "object"
     case .stringMap: "object (string → string)"
+    case .stringList: "array of strings"
     }
   }
 

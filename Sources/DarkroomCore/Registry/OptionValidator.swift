@@ -78,6 +78,15 @@ enum OptionValidator {
       guard case .object(let members) = value else { return (value, wrong()) }
       let (filled, issues) = validate(members, specs: specs, path: path, owner: "\"\(path)\"")
       return (filled, issues)
+    case .stringList:
+      guard case .array(let items) = value else { return (value, wrong()) }
+      let bad = items.enumerated().filter { if case .string = $0.element { false } else { true } }
+      return (
+        value,
+        bad.map {
+          .init(code: .invalidDefinition, path: "\(path)[\($0.offset)]", message: "expected a string, got \($0.element)")
+        }
+      )
     case .stringMap:
       guard case .object(let members) = value else { return (value, wrong()) }
       let bad = members.filter { if case .string = $0.value { false } else { true } }

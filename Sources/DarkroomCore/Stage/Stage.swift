@@ -53,17 +53,23 @@ public struct StageContext: Sendable {
   /// The pool blocking work runs on.
   public var pool: BlockingPool
   let emitNote: @Sendable (String) -> Void
+  let emitProgress: @Sendable (Int, Int?) -> Void
 
   public init(
     operationID: OperationID = OperationID(), pipelineName: String = "", source: ImageSource? = nil,
-    pool: BlockingPool = .shared, emitNote: @escaping @Sendable (String) -> Void = { _ in }
+    pool: BlockingPool = .shared, emitNote: @escaping @Sendable (String) -> Void = { _ in },
+    emitProgress: @escaping @Sendable (Int, Int?) -> Void = { _, _ in }
   ) {
     self.operationID = operationID
     self.pipelineName = pipelineName
     self.source = source
     self.pool = pool
     self.emitNote = emitNote
+    self.emitProgress = emitProgress
   }
+
+  /// Reports transfer progress as a `progress` event. Callers rate-limit it (a few per second).
+  public func reportProgress(received: Int, expected: Int?) { emitProgress(received, expected) }
 
   /// Runs blocking work (a C call, large file I/O) on the bounded blocking pool and returns its
   /// result. The calling task is suspended, never blocked; if it is cancelled before the work

@@ -21,28 +21,50 @@ public struct Fetcher: Stage {
   public var roots: [String]
   /// The transports, tried in order by scheme.
   public var transports: [any FetchTransport]
+  /// The schemes this stage may fetch (`file` covers plain paths); `nil` allows every scheme a
+  /// transport serves. A server-facing pipeline can forbid `file` this way.
+  public var allowedSchemes: Set<String>?
 
   /// The default byte limit (50 MB).
   public static let defaultMaxBytes = 50_000_000
 
-  public init(maxBytes: Int = Fetcher.defaultMaxBytes, root: String? = nil, transports: [any FetchTransport] = [FileTransport()])
-  {
-    self.init(maxBytes: maxBytes, roots: root.map { [$0] } ?? [], transports: transports)
+  /// The transports every fetcher has without extra modules: local files and `data:` URLs.
+  public static let builtInTransports: [any FetchTransport] = [FileTransport(), DataTransport()]
+
+  public init(
+    maxBytes: Int = Fetcher.defaultMaxBytes, root: String? = nil, allowedSchemes: Set<String>? = nil,
+    transports: [any FetchTransport] = Fetcher.builtInTransports
+  ) {
+    self.init(maxBytes: maxBytes, roots: root.map { [$0] } ?? [], allowedSchemes: allowedSchemes, transports: transports)
   }
 
-  public init(maxBytes: Int = Fetcher.defaultMaxBytes, roots: [String], transports: [any FetchTransport] = [FileTransport()]) {
+  public init(
+    maxBytes: Int = Fetcher.defaultMaxBytes, roots: [String], allowedSchemes: Set<String>? = nil,
+    transports: [any FetchTransport] = Fetcher.builtInTransports
+  ) {
     self.maxBytes = maxBytes
     self.roots = roots
+    self.allowedSchemes = allowedSchemes
     self.transports = transports
   }
 
-  public var identifier: String { "fetch(maxBytes=\(maxBytes)\(roots.map { ",root=\($0)" }.joined()))" }
+  public var identifier: String {
+    let schemes = allowedSchemes.map { ",schemes=" + $0.sorted().joined(separator: "+") } ?? ""
+    let transportIDs = transports.map(\.identifier).joined(separator: "+")
+    return "fetch(maxBytes=\(maxBytes)\(roots.map { ",root=\($0)" }.joined())\(schemes),\(transportIDs))"
+  }
 
   public func process(_ source: ImageSource, context: StageContext) async throws -> FetchedData {
     let scheme: String
     switch source.location {
     case .file: scheme = "file"
     case .url(let url): scheme = url.scheme?.lowercased() ?? ""
+    }
+    if let allowedSchemes, !allowedSchemes.contains(scheme) {
+      throw PipelineError(
+        .forbiddenDestination,
+        "\(scheme) sources are not allowed by this pipeline (allowSchemes: \(allowedSchemes.sorted().joined(separator: ", ")))",
+        source: source.description)
     }
     guard let transport = transports.first(where: { $0.schemes.contains(scheme) }) else {
       let known = transports.flatMap(\.schemes).sorted().joined(separator: ", ")
@@ -78,6 +100,12 @@ public struct FetchLimits: Sendable {
 public protocol FetchTransport: Sendable {
   /// The lower-case URL schemes handled (`"file"` also covers plain paths).
   var schemes: Set<String> { get }
+  /// A stable description of the transport's configuration (part of the fetch stage's identifier).
+  var identifier: String { get }
   /// Fetches the source within the limits.
   func fetch(_ source: ImageSource, limits: FetchLimits, context: StageContext) async throws -> FetchedData
+}
+
+extension FetchTransport {
+  public var identifier: String { schemes.sorted().joined(separator: "+") }
 }

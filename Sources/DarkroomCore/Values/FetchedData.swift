@@ -19,6 +19,11 @@ public struct FetchedData: Sendable, PipelineValue {
   public var lastModified: Date?
   /// Response metadata (HTTP headers in lower case, or file facts), for caches and notifiers.
   public var metadata: [String: String]
+  /// The HTTP status of the final response (nil for files).
+  public var status: Int?
+  /// True when a conditional request was answered `304 Not Modified`: there are no bytes, and
+  /// the cached copy the validators came from is still good.
+  public var notModified: Bool
 
   public init(
     source: ImageSource, bytes: ImageBytes, contentType: String? = nil, lastModified: Date? = nil,
@@ -29,7 +34,15 @@ public struct FetchedData: Sendable, PipelineValue {
     self.contentType = contentType
     self.lastModified = lastModified
     self.metadata = metadata
+    self.status = nil
+    self.notModified = false
   }
+
+  /// The entity tag of the response (`ETag`), for revalidation.
+  public var etag: String? { metadata["etag"] }
+
+  /// How long the response may be used without revalidation, from its cache headers.
+  public func freshness(now: Date = Date()) -> Freshness { Freshness(headers: metadata, now: now) }
 }
 
 extension FetchedData: SummarizableOutput {

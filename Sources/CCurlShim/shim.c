@@ -1,0 +1,81 @@
+#include "CCurlShim.h"
+
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+CURLcode dr_global_init(void) { return curl_global_init(CURL_GLOBAL_ALL); }
+
+CURL *dr_easy_new(void) {
+  CURL *easy = curl_easy_init();
+  if (easy) curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  return easy;
+}
+
+CURLcode dr_setopt_long(CURL *easy, CURLoption option, long value) { return curl_easy_setopt(easy, option, value); }
+CURLcode dr_setopt_off(CURL *easy, CURLoption option, curl_off_t value) { return curl_easy_setopt(easy, option, value); }
+CURLcode dr_setopt_string(CURL *easy, CURLoption option, const char *value) { return curl_easy_setopt(easy, option, value); }
+CURLcode dr_setopt_pointer(CURL *easy, CURLoption option, void *value) { return curl_easy_setopt(easy, option, value); }
+
+CURLcode dr_set_write_callback(CURL *easy, dr_data_callback callback, void *user) {
+  CURLcode code = curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, callback);
+  return code ? code : curl_easy_setopt(easy, CURLOPT_WRITEDATA, user);
+}
+
+CURLcode dr_set_header_callback(CURL *easy, dr_data_callback callback, void *user) {
+  CURLcode code = curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, callback);
+  return code ? code : curl_easy_setopt(easy, CURLOPT_HEADERDATA, user);
+}
+
+CURLcode dr_set_progress_callback(CURL *easy, dr_progress_callback callback, void *user) {
+  CURLcode code = curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, callback);
+  if (!code) code = curl_easy_setopt(easy, CURLOPT_XFERINFODATA, user);
+  return code ? code : curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+}
+
+CURLcode dr_set_opensocket_callback(CURL *easy, dr_opensocket_callback callback, void *user) {
+  CURLcode code = curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, callback);
+  return code ? code : curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, user);
+}
+
+CURLcode dr_getinfo_long(CURL *easy, CURLINFO info, long *value) { return curl_easy_getinfo(easy, info, value); }
+CURLcode dr_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value) { return curl_easy_getinfo(easy, info, value); }
+CURLcode dr_getinfo_string(CURL *easy, CURLINFO info, const char **value) {
+  char *text = NULL;
+  CURLcode code = curl_easy_getinfo(easy, info, &text);
+  *value = text;
+  return code;
+}
+
+CURLMcode dr_multi_setopt_long(CURLM *multi, CURLMoption option, long value) { return curl_multi_setopt(multi, option, value); }
+
+int dr_multi_next_done(CURLM *multi, CURL **easy, CURLcode *result) {
+  int queued = 0;
+  CURLMsg *message;
+  while ((message = curl_multi_info_read(multi, &queued))) {
+    if (message->msg == CURLMSG_DONE) {
+      *easy = message->easy_handle;
+      *result = message->data.result;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int dr_sockaddr_bytes(const struct curl_sockaddr *address, unsigned char out[16]) {
+  if (address->family == AF_INET && address->addrlen >= sizeof(struct sockaddr_in)) {
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)&address->addr;
+    memcpy(out, &v4->sin_addr, 4);
+    return 4;
+  }
+  if (address->family == AF_INET6 && address->addrlen >= sizeof(struct sockaddr_in6)) {
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&address->addr;
+    memcpy(out, &v6->sin6_addr, 16);
+    return 16;
+  }
+  return 0;
+}
+
+curl_socket_t dr_open_socket(const struct curl_sockaddr *address) {
+  return socket(address->family, address->socktype, address->protocol);
+}

@@ -1,0 +1,115 @@
+/// An IP address range (CIDR), and the ranges that are not on the public internet.
+///
+/// The HTTP fetcher's SSRF guard checks every address it is about to connect to — after DNS
+/// resolution and on every redirect hop — against ``nonPublic``, unless an allow-list opens it.
+///
+/// ```swift
+/// let loopback = AddressRange("127.0.0.0/8")!
+/// loopback.contains([127, 0, 0, 1])   // true
+/// ```
+public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
+  /// The network address: 4 bytes (IPv4) or 16 (IPv6).
+  public let network: [UInt8]
+  /// The prefix length in bits.
+  public let prefixLength: Int
+
+  /// Parses `a.b.c.d/n`, `x:y::z/n` or a single address (a /32 or /128 range).
+  public init?(_ text: String) {
+    let parts = text.split(separator: "/", maxSplits: 1)
+    guard let first = parts.first, let bytes = AddressRange.parseAddress(String(first)) else { return nil }
+    let maxLength = bytes.count * 8
+    let length = parts.count == 2 ? Int(parts[1]) : maxLength
+    guard let length, (0...maxLength).contains(length) else { return nil }
+    network = bytes
+    prefixLength = length
+  }
+
+  /// Whether an address (4 or 16 bytes) lies in the range. IPv4-mapped IPv6 addresses
+  /// (`::ffff:a.b.c.d`) are compared as IPv4.
+  public func contains(_ address: [UInt8]) -> Bool {
+    let candidate = AddressRange.unmapped(address)
+    guard candidate.count == network.count else { return false }
+    var bits = prefixLength
+    for index in 0..<network.count where bits > 0 {
+      let mask: UInt8 = bits >= 8 ? 0xFF : ~(0xFF >> UInt8(bits))
+      if candidate[index] & mask != network[index] & mask { return false }
+      bits -= 8
+    }
+    return true
+  }
+
+  public var description: String { "\(AddressRange.format(network))/\(prefixLength)" }
+
+  /// An address as text: dotted IPv4, or IPv6 groups (not compressed).
+  public static func format(_ address: [UInt8]) -> String {
+    if address.count == 4 { return address.map(String.init).joined(separator: ".") }
+    return stride(from: 0, to: address.count - 1, by: 2).map { String(Int(address[$0]) << 8 | Int(address[$0 + 1]), radix: 16) }
+      .joined(separator: ":")
+  }
+
+  /// Loopback, private, link-local, carrier-grade NAT, multicast, reserved and documentation
+  /// ranges, IPv4 and IPv6.
+  public static let nonPublic: [AddressRange] =
+    ([
+      "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
+      "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+      "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
+      "::/128", "::1/128", "64:ff9b:1::/48", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10", "ff00::/8",
+    ] as [String]).compactMap { AddressRange($0) }
+
+  /// Parses a dotted IPv4 or a textual IPv6 address into bytes.
+  public static func parseAddress(_ text: String) -> [UInt8]? {
+    if text.contains(":") { return parseIPv6(text) }
+    let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+    guard parts.count == 4 else { return nil }
+    var bytes: [UInt8] = []
+    for part in parts {
+      guard !part.isEmpty, part.count <= 3, let value = UInt8(part) else { return nil }
+      bytes.append(value)
+    }
+    return bytes
+  }
+
+  static func parseIPv6(_ text: String) -> [UInt8]? {
+    var text = Substring(text)
+    var tail: [UInt8] = []
+    if let lastColon = text.lastIndex(of: ":"), text[text.index(after: lastColon)...].contains(".") {
+      guard let v4 = parseAddress(String(text[text.index(after: lastColon)...])) else { return nil }
+      tail = v4
+      text = text[...lastColon]
+      if text.hasSuffix(":") && !text.hasSuffix("::") { text = text.dropLast() }
+    }
+    let halves = text.components(separatedBy: "::")
+    guard halves.count <= 2 else { return nil }
+    func groups(_ part: String) -> [UInt16]? {
+      if part.isEmpty { return [] }
+      var values: [UInt16] = []
+      for group in part.split(separator: ":", omittingEmptySubsequences: false) {
+        guard !group.isEmpty, group.count <= 4, let value = UInt16(group, radix: 16) else { return nil }
+        values.append(value)
+      }
+      return values
+    }
+    guard let head = groups(halves[0]) else { return nil }
+    let rest = halves.count == 2 ? groups(halves[1]) : []
+    guard let rest else { return nil }
+    let available = 8 - tail.count / 2
+    var all: [UInt16]
+    if halves.count == 2 {
+      guard head.count + rest.count < available + 1 else { return nil }
+      all = head + Array(repeating: 0, count: available - head.count - rest.count) + rest
+    } else {
+      all = head
+    }
+    guard all.count == available else { return nil }
+    return all.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] } + tail
+  }
+
+  /// Strips the IPv4-mapped prefix (`::ffff:0:0/96`).
+  static func unmapped(_ address: [UInt8]) -> [UInt8] {
+    if address.count == 16, address[0..<10].allSatisfy({ $0 == 0 }), address[10] == 0xFF, address[11] == 0xFF {
+      return Array(address[12..<16])
+    }
+    return address
+  }
+}

@@ -1,0 +1,112 @@
+import CCurl
+import CCurlShim
+import DarkroomCore
+import Foundation
+
+/// Drives every HTTP transfer of the process from one `curl_multi` loop on a dedicated thread.
+///
+/// One multi handle means one connection cache (keep-alive reuse across transfers) and HTTP/2
+/// multiplexing where the server offers it; one thread means no transfer ever blocks the
+/// cooperative pool. Callers hand a transfer in with ``perform(_:)`` and suspend until it ends;
+/// cancelling the calling task removes the transfer from the loop promptly.
+final class CurlMultiLoop: @unchecked Sendable {
+  /// The process-wide loop.
+  static let shared = CurlMultiLoop()
+
+  private let multi: UnsafeMutableRawPointer?
+  // `lock` guards `incoming` and `cancelled`; `active` belongs to the loop thread alone.
+  private let lock = NSLock()
+  private var incoming: [CurlTransfer] = []
+  private var cancelled: [CurlTransfer] = []
+  private var limit = 64
+  private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+
+  private init() {
+    _ = try? Curl.initialize()
+    multi = curl_multi_init()
+    if let multi {
+      _ = dr_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+      _ = dr_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 64)
+    }
+    let thread = Thread { [self] in run() }
+    thread.name = "darkroom.curl"
+    thread.start()
+  }
+
+  /// The most transfers that run at once; more wait in order (the runner's `--fetch-concurrency`).
+  var maxConcurrentTransfers: Int {
+    get { lock.withLock { limit } }
+    set {
+      lock.withLock { limit = max(1, newValue) }
+      if let multi { curl_multi_wakeup(multi) }
+    }
+  }
+
+  /// Runs a transfer to its end.
+  func perform(_ transfer: CurlTransfer) async -> CurlOutcome {
+    guard multi != nil else { return transfer.outcome(code: CURLE_FAILED_INIT) }
+    return await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
+        transfer.continuation = continuation
+        lock.withLock { incoming.append(transfer) }
+        if let multi { curl_multi_wakeup(multi) }
+      }
+    } onCancel: {
+      transfer.cancel()
+      lock.withLock { cancelled.append(transfer) }
+      if let multi { curl_multi_wakeup(multi) }
+    }
+  }
+
+  private func finish(_ transfer: CurlTransfer, _ outcome: CurlOutcome) {
+    let continuation = transfer.continuation
+    transfer.continuation = nil
+    continuation?.resume(returning: outcome)
+  }
+
+  private func run() {
+    guard let multi else { return }  // perform() fails every transfer itself
+    while true {
+      let running = active.count
+      let (added, removed) = lock.withLock { () -> ([CurlTransfer], [CurlTransfer]) in
+        let removed = cancelled
+        cancelled = []
+        // Cancelled transfers still waiting leave the queue at once; the rest start in order
+        // while there is room under the limit.
+        let gone = Set(removed.map { ObjectIdentifier($0) })
+        incoming.removeAll { transfer in
+          guard gone.contains(ObjectIdentifier(transfer)) else { return false }
+          finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
+          return true
+        }
+        let room = max(0, limit - running)
+        let added = Array(incoming.prefix(room))
+        incoming.removeFirst(added.count)
+        return (added, removed)
+      }
+      for transfer in added {
+        if transfer.isCancelled {
+          finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
+        } else if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
+          active[transfer.easy] = transfer
+        } else {
+          finish(transfer, transfer.outcome(code: CURLE_FAILED_INIT))
+        }
+      }
+      for transfer in removed where active.removeValue(forKey: transfer.easy) != nil {
+        curl_multi_remove_handle(multi, transfer.easy)
+        finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
+      }
+      var stillRunning: Int32 = 0
+      curl_multi_perform(multi, &stillRunning)
+      var easy: UnsafeMutableRawPointer?
+      var code = CURLE_OK
+      while dr_multi_next_done(multi, &easy, &code) == 1 {
+        guard let easy, let transfer = active.removeValue(forKey: easy) else { continue }
+        curl_multi_remove_handle(multi, easy)
+        finish(transfer, transfer.outcome(code: code))
+      }
+      curl_multi_poll(multi, nil, 0, 1000, nil)
+    }
+  }
+}

@@ -1,0 +1,195 @@
+import CCurl
+import CCurlShim
+import DarkroomCore
+import Foundation
+import Synchronization
+
+/// One HTTP transfer: an easy handle, its callbacks' state, and the continuation waiting for it.
+///
+/// Created on the caller's task, then owned by the multi loop's thread until it finishes: every
+/// mutable field except ``cancelled`` is touched only by libcurl's callbacks on that thread, and
+/// read by the caller only after the continuation has resumed (which orders the accesses).
+final class CurlTransfer: @unchecked Sendable {
+  let easy: UnsafeMutableRawPointer
+  let url: String
+  let maxBytes: Int
+  let policy: DestinationPolicy
+  let progress: (@Sendable (Int, Int?) -> Void)?
+  private let errorBuffer: UnsafeMutablePointer<CChar>
+  private var headerList: UnsafeMutablePointer<curl_slist>?
+
+  // Written by callbacks on the loop thread.
+  var body: [UInt8] = []
+  var headers: [String: String] = [:]
+  var exceededLimit = false
+  var forbidden: String?
+  private var lastProgress = ContinuousClock.now
+
+  private let cancelFlag = Atomic<Bool>(false)
+  var continuation: CheckedContinuation<CurlOutcome, Never>?
+
+  init?(url: String, options: HTTPOptions, conditional: [String: String], progress: (@Sendable (Int, Int?) -> Void)?) {
+    guard let easy = dr_easy_new() else { return nil }
+    self.easy = easy
+    self.url = url
+    self.maxBytes = options.maxBytes
+    self.policy = DestinationPolicy(options: options)
+    self.progress = progress
+    errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+    errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+    configure(options: options, conditional: conditional)
+  }
+
+  deinit {
+    curl_easy_cleanup(easy)
+    if let headerList { curl_slist_free_all(headerList) }
+    errorBuffer.deallocate()
+  }
+
+  var isCancelled: Bool { cancelFlag.load(ordering: .relaxed) }
+  func cancel() { cancelFlag.store(true, ordering: .relaxed) }
+
+  /// The text libcurl left in the handle's error buffer.
+  var errorText: String { String(cString: errorBuffer) }
+
+  private func configure(options: HTTPOptions, conditional: [String: String]) {
+    _ = dr_setopt_string(easy, CURLOPT_URL, url)
+    _ = dr_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+    _ = dr_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+    _ = dr_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+    _ = dr_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+    _ = dr_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects)
+    _ = dr_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(options.timeout.milliseconds))
+    _ = dr_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout.milliseconds))
+    _ = dr_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, options.lowSpeedLimit)
+    _ = dr_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Int(max(1, options.lowSpeedTime.milliseconds / 1000)))
+    _ = dr_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maxBytes))
+    _ = dr_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
+    _ = dr_setopt_string(easy, CURLOPT_USERAGENT, options.userAgent)
+    _ = dr_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+    _ = dr_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+    var list: UnsafeMutablePointer<curl_slist>?
+    for (name, value) in (options.headers.merging(conditional) { $1 }).sorted(by: { $0.key < $1.key }) {
+      list = curl_slist_append(list, "\(name): \(value)")
+    }
+    headerList = list
+    if let list { _ = dr_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) }
+    let user = Unmanaged.passUnretained(self).toOpaque()
+    _ = dr_set_write_callback(easy, curlWrite, user)
+    _ = dr_set_header_callback(easy, curlHeader, user)
+    _ = dr_set_progress_callback(easy, curlProgress, user)
+    _ = dr_set_opensocket_callback(easy, curlOpenSocket, user)
+  }
+
+  fileprivate func append(_ data: UnsafeRawBufferPointer) -> Bool {
+    if body.count + data.count > maxBytes {
+      exceededLimit = true
+      return false
+    }
+    if body.isEmpty, let length = headers["content-length"].flatMap(Int.init), length <= maxBytes {
+      body.reserveCapacity(length)
+    }
+    body.append(contentsOf: data)
+    return true
+  }
+
+  fileprivate func header(_ line: String) {
+    let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+    if trimmed.hasPrefix("HTTP/") {
+      headers = [:]  // a new response (after a redirect or a 100 Continue)
+      return
+    }
+    guard let colon = trimmed.firstIndex(of: ":") else { return }
+    let name = trimmed[..<colon].lowercased()
+    let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+  }
+
+  fileprivate func reportProgress(received: Int64, expected: Int64) -> Bool {
+    if isCancelled { return false }
+    guard let progress, received > 0 else { return true }
+    let now = ContinuousClock.now
+    if now - lastProgress >= .milliseconds(250) {
+      lastProgress = now
+      progress(Int(received), expected > 0 ? Int(expected) : nil)
+    }
+    return true
+  }
+
+  fileprivate func currentHost() -> String? {
+    var pointer: UnsafePointer<CChar>?
+    guard dr_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+    return URLComponents(string: String(cString: pointer))?.host
+  }
+}
+
+/// What a finished transfer reports.
+struct CurlOutcome: Sendable {
+  var code: CURLcode
+  var status: Int
+  var headers: [String: String]
+  var body: [UInt8]
+  var errorText: String
+  var effectiveURL: String?
+  var exceededLimit: Bool
+  var forbidden: String?
+  var cancelled: Bool
+}
+
+extension CurlTransfer {
+  /// Collects the outcome after libcurl finished (on the loop thread).
+  func outcome(code: CURLcode, cancelled: Bool = false) -> CurlOutcome {
+    var status = 0
+    _ = dr_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+    var pointer: UnsafePointer<CChar>?
+    let effective =
+      dr_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK ? pointer.map { String(cString: $0) } : nil
+    return CurlOutcome(
+      code: code, status: status, headers: headers, body: body, errorText: errorText, effectiveURL: effective,
+      exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled)
+  }
+}
+
+// libcurl callbacks: C function pointers; the user pointer is the unretained CurlTransfer, kept
+// alive by the multi loop while the transfer runs.
+
+private func transfer(_ user: UnsafeMutableRawPointer?) -> CurlTransfer? {
+  user.map { Unmanaged<CurlTransfer>.fromOpaque($0).takeUnretainedValue() }
+}
+
+private let curlWrite: dr_data_callback = { data, size, count, user in
+  guard let transfer = transfer(user), let data else { return 0 }
+  let length = size * count
+  return transfer.append(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+}
+
+private let curlHeader: dr_data_callback = { data, size, count, user in
+  guard let transfer = transfer(user), let data else { return 0 }
+  let length = size * count
+  transfer.header(String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self))
+  return length
+}
+
+private let curlProgress: dr_progress_callback = { user, total, now, _, _ in
+  guard let transfer = transfer(user) else { return 1 }
+  return transfer.reportProgress(received: Int64(now), expected: Int64(total)) ? 0 : 1
+}
+
+private let curlOpenSocket: dr_opensocket_callback = { user, _, address in
+  guard let transfer = transfer(user), let address else { return CURL_SOCKET_BAD }
+  var bytes = [UInt8](repeating: 0, count: 16)
+  let length = Int(dr_sockaddr_bytes(address, &bytes))
+  if length > 0, let refusal = transfer.policy.refusal(address: Array(bytes.prefix(length)), host: transfer.currentHost()) {
+    transfer.forbidden = refusal
+    return CURL_SOCKET_BAD
+  }
+  return dr_open_socket(address)
+}
+
+extension Duration {
+  /// Whole milliseconds.
+  var milliseconds: Int64 {
+    let parts = components
+    return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+  }
+}

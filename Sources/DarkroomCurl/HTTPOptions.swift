@@ -1,0 +1,69 @@
+import DarkroomCore
+
+/// How the HTTP fetcher transfers: limits, headers, retries and the SSRF guard.
+///
+/// ```swift
+/// var options = HTTPOptions()
+/// options.headers["Referer"] = "https://example.com"
+/// options.allowHosts = ["127.0.0.1"]        // open loopback for tests
+/// let transport = HTTPTransport(options: options)
+/// ```
+public struct HTTPOptions: Sendable, Hashable {
+  /// The longest a whole transfer may take (AsyncImageView's 60 s).
+  public var timeout: Duration = .seconds(60)
+  /// The longest connecting (DNS, TCP, TLS) may take.
+  public var connectTimeout: Duration = .seconds(10)
+  /// A transfer slower than this many bytes per second for ``lowSpeedTime`` is cut off.
+  public var lowSpeedLimit: Int = 1024
+  public var lowSpeedTime: Duration = .seconds(20)
+  /// The most bytes accepted: refused from `Content-Length`, aborted when the body passes it.
+  public var maxBytes: Int = Fetcher.defaultMaxBytes
+  /// The most redirects followed; a longer chain or a loop fails with `tooManyRedirects`.
+  public var maxRedirects: Int = 5
+  /// Extra request headers (`Referer`, `Authorization`…).
+  public var headers: [String: String] = [:]
+  /// The `User-Agent` header.
+  public var userAgent: String = "Darkroom/1 (libcurl)"
+  /// Content types the response must have (`image/*` patterns); empty accepts any (the decoder
+  /// sniffs the bytes anyway).
+  public var acceptedContentTypes: [String] = []
+  /// How often a failed transfer is retried: connection errors, timeouts, 5xx and 429 only.
+  public var retries: Int = 2
+  /// The first retry delay; each retry doubles it, with full jitter.
+  public var retryBaseDelay: Duration = .milliseconds(200)
+  /// Hosts and address ranges (CIDR) the SSRF guard lets through although they are not public.
+  public var allowHosts: [String] = []
+
+  public init() {}
+
+  /// The address ranges in ``allowHosts``.
+  var allowedRanges: [AddressRange] { allowHosts.compactMap { AddressRange($0) } }
+  /// The host names in ``allowHosts`` (lower case).
+  var allowedNames: Set<String> { Set(allowHosts.filter { AddressRange($0) == nil }.map { $0.lowercased() }) }
+
+  /// A stable description for stage identifiers (headers by name only).
+  public var identifier: String {
+    "http(timeout=\(timeout),maxBytes=\(maxBytes),redirects=\(maxRedirects),retries=\(retries),"
+      + "headers=\(headers.keys.sorted().joined(separator: "+")),allow=\(allowHosts.sorted().joined(separator: "+")))"
+  }
+}
+
+/// Decides whether an address may be connected to (the SSRF guard).
+struct DestinationPolicy: Sendable {
+  let allowedRanges: [AddressRange]
+  let allowedNames: Set<String>
+
+  init(options: HTTPOptions) {
+    allowedRanges = options.allowedRanges
+    allowedNames = options.allowedNames
+  }
+
+  /// Nil when allowed; otherwise why not.
+  func refusal(address: [UInt8], host: String?) -> String? {
+    if let host, allowedNames.contains(host.lowercased()) { return nil }
+    if allowedRanges.contains(where: { $0.contains(address) }) { return nil }
+    guard let range = AddressRange.nonPublic.first(where: { $0.contains(address) }) else { return nil }
+    let shown = AddressRange.format(address)
+    return "\(host.map { "\($0) resolves to " } ?? "")\(shown), in the non-public range \(range)"
+  }
+}

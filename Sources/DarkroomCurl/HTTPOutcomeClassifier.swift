@@ -1,0 +1,114 @@
+import CCurl
+import DarkroomCore
+import Foundation
+
+/// Turns a finished transfer into fetched data or a `PipelineError` with a stable code, and says
+/// whether retrying could help.
+struct HTTPOutcomeClassifier {
+  let options: HTTPOptions
+  let source: ImageSource
+
+  enum Result {
+    case success(FetchedData)
+    case failure(PipelineError, retryable: Bool, retryAfter: Duration?)
+  }
+
+  func classify(_ outcome: CurlOutcome) -> Result {
+    let shown = source.description
+    let cause = LibraryMessage(library: "libcurl", text: outcome.errorText.isEmpty ? curlText(outcome.code) : outcome.errorText)
+    func fail(_ code: PipelineError.Code, _ message: String, retryable: Bool = false, retryAfter: Duration? = nil) -> Result {
+      .failure(PipelineError(code, message, source: shown, cause: cause), retryable: retryable, retryAfter: retryAfter)
+    }
+    if outcome.cancelled { return fail(.cancelled, "the transfer of \(shown) was cancelled") }
+    if let forbidden = outcome.forbidden {
+      return fail(
+        .forbiddenDestination,
+        "refused to connect for \(shown): \(forbidden); allow it with allowHosts if this is intended")
+    }
+    if outcome.exceededLimit || outcome.code == CURLE_FILESIZE_EXCEEDED {
+      return fail(.tooLarge, "\(shown) is larger than the limit of \(options.maxBytes) bytes (maxBytes)")
+    }
+    switch outcome.code {
+    case CURLE_OK: return response(outcome)
+    case CURLE_OPERATION_TIMEDOUT:
+      let slow = cause.text.contains("too slow")
+      return fail(
+        .timedOut,
+        slow
+          ? "\(shown) arrived slower than \(options.lowSpeedLimit) bytes/s for \(options.lowSpeedTime) (lowSpeedLimit, lowSpeedTime)"
+          : "fetching \(shown) took longer than \(options.timeout) (timeout): \(cause.text)",
+        retryable: true)
+    case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
+      return fail(.invalidInput, "\(shown) is not a URL that can be fetched: \(cause.text)")
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return fail(.fetchFailed, "cannot resolve the host of \(shown): \(cause.text)")
+    case CURLE_TOO_MANY_REDIRECTS:
+      return fail(.tooManyRedirects, "\(shown) redirected more than \(options.maxRedirects) times (maxRedirects) or in a loop")
+    case CURLE_COULDNT_CONNECT:
+      return fail(.fetchFailed, "cannot connect to the server of \(shown): \(cause.text)", retryable: true)
+    case CURLE_PARTIAL_FILE:
+      return fail(
+        .fetchFailed, "the server closed the connection before the whole body of \(shown) arrived: \(cause.text)", retryable: true
+      )
+    case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING:
+      return fail(.fetchFailed, "the connection to the server of \(shown) broke: \(cause.text)", retryable: true)
+    case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+      CURLE_SSL_CACERT_BADFILE,
+      CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
+      return fail(.fetchFailed, "TLS failed for \(shown): \(cause.text)")
+    case CURLE_BAD_CONTENT_ENCODING:
+      return fail(.fetchFailed, "the response for \(shown) has a damaged content encoding: \(cause.text)")
+    default:
+      return fail(.fetchFailed, "fetching \(shown) failed: \(cause.text)")
+    }
+  }
+
+  private func response(_ outcome: CurlOutcome) -> Result {
+    let shown = source.description
+    let status = outcome.status
+    if status >= 400 || (status >= 300 && status != 304) {
+      var error = PipelineError(.httpStatus, "the server answered \(status) for \(shown)", source: shown)
+      error.httpStatus = status
+      let retryable = status >= 500 || status == 429
+      return .failure(error, retryable: retryable, retryAfter: retryable ? retryAfter(outcome.headers["retry-after"]) : nil)
+    }
+    let contentType = outcome.headers["content-type"]
+    if !options.acceptedContentTypes.isEmpty, status != 304, !accepts(contentType) {
+      return .failure(
+        PipelineError(
+          .unsupportedFormat,
+          "the server sent \(contentType ?? "no content type") for \(shown); accepted: \(options.acceptedContentTypes.joined(separator: ", "))",
+          source: shown), retryable: false, retryAfter: nil)
+    }
+    var metadata = outcome.headers
+    metadata["status"] = String(status)
+    if let effective = outcome.effectiveURL { metadata["url"] = effective }
+    var data = FetchedData(
+      source: source, bytes: ImageBytes(outcome.body), contentType: contentType,
+      lastModified: outcome.headers["last-modified"].flatMap(HTTPDate.parse), metadata: metadata)
+    data.status = status
+    data.notModified = status == 304
+    return .success(data)
+  }
+
+  private func accepts(_ contentType: String?) -> Bool {
+    guard let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() else {
+      return false
+    }
+    return options.acceptedContentTypes.contains { pattern in
+      let wanted = pattern.lowercased()
+      if wanted.hasSuffix("/*") { return type.hasPrefix(String(wanted.dropLast())) }
+      return type == wanted
+    }
+  }
+
+  /// `Retry-After` as seconds or an HTTP date, capped at 60 s.
+  private func retryAfter(_ value: String?) -> Duration? {
+    guard let value else { return nil }
+    if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return .seconds(min(seconds, 60)) }
+    if let date = HTTPDate.parse(value) { return .seconds(min(60, max(0, Int(date.timeIntervalSinceNow)))) }
+    return nil
+  }
+
+  private func curlText(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
+}

@@ -1,0 +1,81 @@
+import CCurl
+import DarkroomCore
+import Foundation
+
+/// Fetches `http://` and `https://` sources for the ``Fetcher`` through libcurl.
+///
+/// Every transfer runs on the shared `curl_multi` loop (connection reuse, HTTP/2), bounded by
+/// ``HTTPOptions``: time limits, `maxBytes` (from `Content-Length` and while receiving), redirects,
+/// and the SSRF guard, which checks every address connected to — after DNS resolution and on every
+/// redirect hop — and refuses non-public ones unless ``HTTPOptions/allowHosts`` opens them.
+/// Connection errors, timeouts, 5xx and 429 are retried with exponential backoff and jitter
+/// (`Retry-After` honoured); other 4xx are not.
+///
+/// ```swift
+/// let fetch = Fetcher(transports: Fetcher.builtInTransports + [HTTPTransport()])
+/// let data = try await fetch.process(ImageSource("https://example.com/a.jpg"), context: StageContext())
+/// ```
+public struct HTTPTransport: FetchTransport {
+  public let schemes: Set<String> = ["http", "https"]
+  public var options: HTTPOptions
+
+  public init(options: HTTPOptions = HTTPOptions()) { self.options = options }
+
+  public var identifier: String { options.identifier }
+
+  /// Bounds how many HTTP transfers run at once in the whole process (default 64); more wait in
+  /// the order they were asked.
+  public static func setMaxConcurrentTransfers(_ count: Int) {
+    CurlMultiLoop.shared.maxConcurrentTransfers = count
+  }
+
+  public func fetch(_ source: ImageSource, limits: FetchLimits, context: StageContext) async throws -> FetchedData {
+    try await fetch(source, maxBytes: min(limits.maxBytes, options.maxBytes), progress: context.reportProgress)
+  }
+
+  /// Fetches a source, optionally as a conditional request (a cache revalidating its copy): a
+  /// `304 Not Modified` answer returns data with ``FetchedData/notModified`` set and no bytes.
+  public func fetch(
+    _ source: ImageSource, ifNoneMatch etag: String? = nil, ifModifiedSince date: Date? = nil, maxBytes: Int? = nil,
+    progress: (@Sendable (Int, Int?) -> Void)? = nil
+  ) async throws -> FetchedData {
+    guard case .url(let url) = source.location, let scheme = url.scheme?.lowercased(), schemes.contains(scheme) else {
+      throw PipelineError(.invalidInput, "\(source) is not an http(s) URL", source: source.description)
+    }
+    try Curl.initialize()
+    var conditional: [String: String] = [:]
+    if let etag { conditional["If-None-Match"] = etag }
+    if let date { conditional["If-Modified-Since"] = HTTPDate.format(date) }
+    var limited = options
+    limited.maxBytes = maxBytes ?? options.maxBytes
+    for header in source.headers { limited.headers[header.key] = header.value }
+    let clock = ContinuousClock()
+    let deadline = clock.now + limited.timeout * (limited.retries + 1)
+    var attempt = 0
+    while true {
+      guard let transfer = CurlTransfer(url: url.absoluteString, options: limited, conditional: conditional, progress: progress)
+      else {
+        throw PipelineError(.fetchFailed, "libcurl could not create a transfer", source: source.description)
+      }
+      let outcome = await CurlMultiLoop.shared.perform(transfer)
+      switch HTTPOutcomeClassifier(options: limited, source: source).classify(outcome) {
+      case .success(let data):
+        return data
+      case .failure(let error, let retryable, let retryAfter):
+        if outcome.cancelled || Task.isCancelled { throw CancellationError() }
+        guard retryable, attempt < limited.retries else { throw error }
+        let delay = retryAfter ?? Self.backoff(attempt: attempt, base: limited.retryBaseDelay)
+        guard clock.now + delay < deadline else { throw error }
+        try await Task.sleep(for: delay)
+        attempt += 1
+      }
+    }
+  }
+
+  /// Exponential backoff with full jitter: a random delay up to base × 2^attempt (at most 30 s).
+  static func backoff(attempt: Int, base: Duration) -> Duration {
+    let ceiling = min(base * (1 << min(attempt, 16)), .seconds(30))
+    let fraction = Double.random(in: 0.5...1.0)
+    return ceiling * fraction
+  }
+}

@@ -1,0 +1,221 @@
+import Darkroom
+import DarkroomHTTPTestServer
+import DarkroomTesting
+import Foundation
+import Testing
+
+/// Fetches through the real libcurl transport from a real server on 127.0.0.1.
+struct HTTPHarness {
+  var options = HTTPOptions()
+
+  init(configure: (inout HTTPOptions) -> Void = { _ in }) {
+    options.allowHosts = ["127.0.0.1"]
+    options.retryBaseDelay = .milliseconds(20)
+    configure(&options)
+  }
+
+  func fetch(_ url: String, maxBytes: Int = Fetcher.defaultMaxBytes) async -> Result<FetchedData, PipelineError> {
+    let fetcher = Fetcher(maxBytes: maxBytes, transports: [HTTPTransport(options: options)])
+    do {
+      return .success(try await StageHarness().run(fetcher, on: ImageSource(url)))
+    } catch let error as PipelineError {
+      return .failure(error)
+    } catch {
+      return .failure(PipelineError(.stageFailed, "\(error)"))
+    }
+  }
+}
+
+extension Result where Failure == PipelineError {
+  var errorCode: PipelineError.Code? {
+    if case .failure(let error) = self { return error.code }
+    return nil
+  }
+  var data: Success? { try? get() }
+}
+
+@Suite("HTTP fetching", .serialized)
+struct HTTPTransportTests {
+  let image: [UInt8]
+
+  init() throws {
+    image = Array(try TestImages.encoded(.jpeg(), width: 320, height: 240).data)
+  }
+
+  @Test("serves a real image end to end through the pipeline")
+  func endToEnd() async throws {
+    let server = try await TestHTTPServer.start(routes: ["/a.jpg": .ok(body: image, contentType: "image/jpeg")])
+    defer { Task { try? await server.shutdown() } }
+    var http = HTTPOptions()
+    http.allowHosts = ["127.0.0.1"]
+    let pipeline = Pipeline(name: "remote") {
+      Fetcher(transports: [HTTPTransport(options: http)])
+      Decoder()
+      Resizer(width: 64)
+      Encoder(.png())
+    }
+    let observer = RecordingObserver()
+    let output = try await pipeline.run(ImageSource(server.url("/a.jpg")), options: RunOptions(observers: [observer])).value
+    #expect(output.width == 64 && output.height == 48)
+    #expect(server.requestCount("/a.jpg") == 1)
+    let request = server.requests.first
+    #expect(request?.headers["user-agent"]?.hasPrefix("Darkroom/") == true)
+  }
+
+  @Test("response metadata, conditional requests and 304")
+  func metadataAndRevalidation() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/c.jpg": .conditional(
+        body: image, contentType: "image/jpeg", etag: "\"v1\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", maxAge: 600)
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let first = try #require(await HTTPHarness().fetch(server.url("/c.jpg")).data)
+    #expect(first.status == 200)
+    #expect(first.etag == "\"v1\"")
+    #expect(first.contentType == "image/jpeg")
+    #expect(first.bytes.count == image.count)
+    #expect(first.freshness() == .lifetime(.seconds(600)))
+    #expect(first.lastModified == HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"))
+    var options = HTTPOptions()
+    options.allowHosts = ["127.0.0.1"]
+    let revalidated = try await HTTPTransport(options: options).fetch(ImageSource(server.url("/c.jpg")), ifNoneMatch: "\"v1\"")
+    #expect(revalidated.notModified)
+    #expect(revalidated.status == 304)
+    #expect(revalidated.bytes.count == 0)
+    #expect(server.requests.last?.headers["if-none-match"] == "\"v1\"")
+  }
+
+  @Test("HTTP errors keep their status; 4xx is not retried, 5xx and 429 are, honouring Retry-After")
+  func statusAndRetries() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/missing": .status(404),
+      "/broken": .status(500),
+      "/busy": .sequence([.status(503, headers: [("Retry-After", "0")]), .ok(body: image, contentType: "image/jpeg")]),
+      "/limited": .sequence([.status(429, headers: [("Retry-After", "0")]), .status(429), .ok(body: image)]),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let harness = HTTPHarness()
+    let missing = await harness.fetch(server.url("/missing"))
+    #expect(missing.errorCode == .httpStatus)
+    if case .failure(let error) = missing { #expect(error.httpStatus == 404) }
+    #expect(server.requestCount("/missing") == 1)
+    #expect(await harness.fetch(server.url("/broken")).errorCode == .httpStatus)
+    #expect(server.requestCount("/broken") == 3)  // the first try and two retries
+    #expect(await harness.fetch(server.url("/busy")).data?.bytes.count == image.count)
+    #expect(server.requestCount("/busy") == 2)
+    #expect(await harness.fetch(server.url("/limited")).data != nil)
+    #expect(server.requestCount("/limited") == 3)
+  }
+
+  @Test("maxBytes: refused from Content-Length, aborted without it")
+  func sizeLimits() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/big-declared": .generated(byteCount: 5_000_000, withContentLength: true),
+      "/big-streamed": .generated(byteCount: 5_000_000, withContentLength: false),
+      "/small": .generated(byteCount: 1000, withContentLength: false),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let harness = HTTPHarness()
+    #expect(await harness.fetch(server.url("/big-declared"), maxBytes: 100_000).errorCode == .tooLarge)
+    #expect(await harness.fetch(server.url("/big-streamed"), maxBytes: 100_000).errorCode == .tooLarge)
+    #expect(await harness.fetch(server.url("/small"), maxBytes: 100_000).data?.bytes.count == 1000)
+  }
+
+  @Test("redirect chains are followed, loops and long chains refused")
+  func redirects() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/r1": .redirect(to: "/r2"), "/r2": .redirect(to: "/a.jpg", status: 301), "/a.jpg": .ok(body: image),
+      "/loop1": .redirect(to: "/loop2"), "/loop2": .redirect(to: "/loop1"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let harness = HTTPHarness()
+    let followed = try #require(await harness.fetch(server.url("/r1")).data)
+    #expect(followed.bytes.count == image.count)
+    #expect(followed.metadata["url"] == server.url("/a.jpg"))
+    #expect(await harness.fetch(server.url("/loop1")).errorCode == .tooManyRedirects)
+  }
+
+  @Test("the SSRF guard refuses non-public destinations, also on a redirect hop, unless allowed")
+  func ssrfGuard() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/a.jpg": .ok(body: image), "/to-private": .redirect(to: "http://10.255.255.1:9/x.jpg"),
+      "/to-localhost": .redirect(to: "http://localhost:9/x.jpg"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let closed = HTTPHarness { $0.allowHosts = [] }
+    #expect(await closed.fetch(server.url("/a.jpg")).errorCode == .forbiddenDestination)
+    #expect(server.requestCount("/a.jpg") == 0)  // refused before connecting
+    let open = HTTPHarness()
+    #expect(await open.fetch(server.url("/to-private")).errorCode == .forbiddenDestination)
+    #expect(await open.fetch(server.url("/to-localhost")).errorCode == .forbiddenDestination)
+    let cidr = HTTPHarness { $0.allowHosts = ["127.0.0.0/8"] }
+    #expect(await cidr.fetch(server.url("/a.jpg")).data != nil)
+  }
+
+  @Test("broken transfers: truncated body, reset, slow headers, trickle")
+  func brokenTransfers() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/truncated": .truncated(body: Array(image.prefix(1000)), declaredLength: image.count),
+      "/reset": .resetMidBody(body: image, after: 1000),
+      "/slow": .slowHeaders(delay: .seconds(5), then: .ok(body: image)),
+      "/trickle": .trickle(body: image, chunkSize: 100, interval: .milliseconds(500)),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let noRetry = HTTPHarness { $0.retries = 0 }
+    #expect(await noRetry.fetch(server.url("/truncated")).errorCode == .fetchFailed)
+    #expect(await noRetry.fetch(server.url("/reset")).errorCode == .fetchFailed)
+    let clock = ContinuousClock()
+    let started = clock.now
+    let slow = HTTPHarness {
+      $0.retries = 0
+      $0.timeout = .seconds(1)
+    }
+    #expect(await slow.fetch(server.url("/slow")).errorCode == .timedOut)
+    let trickling = HTTPHarness {
+      $0.retries = 0
+      $0.lowSpeedLimit = 10_000
+      $0.lowSpeedTime = .seconds(1)
+    }
+    #expect(await trickling.fetch(server.url("/trickle")).errorCode == .timedOut)
+    #expect(clock.now - started < .seconds(10), "time limits were not enforced")
+  }
+
+  @Test("content types, gzip, malformed URLs and DNS failures")
+  func contentAndErrors() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/page": .ok(body: Array("<html></html>".utf8), contentType: "text/html"),
+      "/zipped": .gzip(body: image, contentType: "image/jpeg"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let picky = HTTPHarness { $0.acceptedContentTypes = ["image/*"] }
+    #expect(await picky.fetch(server.url("/page")).errorCode == .unsupportedFormat)
+    let unzipped = try #require(await HTTPHarness().fetch(server.url("/zipped")).data)
+    #expect(Array(unzipped.bytes.data) == image)
+    #expect(await HTTPHarness().fetch("http://host.invalid/a.jpg").errorCode == .fetchFailed)
+  }
+
+  @Test("cancelling an operation aborts its transfer promptly")
+  func cancellation() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/trickle": .trickle(body: image, chunkSize: 10, interval: .milliseconds(200))
+    ])
+    defer { Task { try? await server.shutdown() } }
+    var http = HTTPOptions()
+    http.allowHosts = ["127.0.0.1"]
+    let pipeline = Pipeline(name: "cancel", Fetcher(transports: [HTTPTransport(options: http)]))
+    let observer = RecordingObserver()
+    let operation = pipeline.run(ImageSource(server.url("/trickle")), options: RunOptions(observers: [observer]))
+    // Wait until bytes are flowing, then cancel.
+    for await event in operation.events {
+      if case .progress = event { break }
+      if case .stageStarted = event, server.requestCount("/trickle") > 0 { break }
+    }
+    let clock = ContinuousClock()
+    let started = clock.now
+    operation.cancel()
+    let result = await operation.result
+    #expect(result.errorCode == .cancelled)
+    #expect(clock.now - started < .seconds(3))
+    #expect(observer.names.last == "cancelled")
+  }
+}
