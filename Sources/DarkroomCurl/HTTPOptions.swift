@@ -64,6 +64,7 @@ struct DestinationPolicy: Sendable {
     if allowedRanges.contains(where: { $0.contains(address) }) { return nil }
     guard let range = AddressRange.nonPublic.first(where: { $0.contains(address) }) else { return nil }
     let shown = AddressRange.format(address)
-    return "\(host.map { "\($0) resolves to " } ?? "")\(shown), in the non-public range \(range)"
+    let named = host.map { $0 == shown || $0 == "[\(shown)]" ? "" : "\($0) resolves to " } ?? ""
+    return "\(named)\(shown), in the non-public range \(range)"
   }
 }

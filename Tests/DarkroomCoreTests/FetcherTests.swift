@@ -69,3 +69,49 @@ struct FetcherTests {
     }
   }
 }
+
+@Suite("Network helpers")
+struct NetworkHelperTests {
+  @Test("address ranges parse, contain and format")
+  func ranges() throws {
+    let loopback = try #require(AddressRange("127.0.0.0/8"))
+    #expect(loopback.contains([127, 1, 2, 3]))
+    #expect(!loopback.contains([128, 0, 0, 1]))
+    let mapped = try #require(AddressRange.parseAddress("::ffff:10.1.2.3"))
+    #expect(AddressRange.nonPublic.contains { $0.contains(mapped) })
+    #expect(AddressRange.format(try #require(AddressRange.parseAddress("::1"))) == "::1")
+    #expect(AddressRange.format(try #require(AddressRange.parseAddress("2001:db8::8:1"))) == "2001:db8::8:1")
+    #expect(AddressRange("10.0.0.0/33") == nil)
+    #expect(AddressRange("1.2.3") == nil)
+    #expect(!AddressRange.nonPublic.contains { $0.contains([93, 184, 216, 34]) })
+  }
+
+  @Test("freshness follows Cache-Control, then Expires")
+  func freshness() {
+    let now = Date(timeIntervalSince1970: 1_000_000)
+    #expect(Freshness(headers: ["cache-control": "public, max-age=600"], now: now) == .lifetime(.seconds(600)))
+    #expect(Freshness(headers: ["cache-control": "no-store, max-age=600"], now: now) == .noStore)
+    #expect(Freshness(headers: ["cache-control": "no-cache"], now: now) == .lifetime(.zero))
+    let expires = HTTPDate.format(now.addingTimeInterval(120))
+    #expect(Freshness(headers: ["expires": expires, "date": HTTPDate.format(now)], now: now) == .lifetime(.seconds(120)))
+    #expect(Freshness(headers: ["expires": "garbage"], now: now) == .lifetime(.zero))
+    #expect(Freshness(headers: [:], now: now) == .unspecified)
+  }
+
+  @Test("data: URLs decode, within maxBytes")
+  func dataURLs() async throws {
+    let fetched = try await StageHarness().run(Fetcher(), on: ImageSource("data:image/png;base64,iVBORw0KGgo="))
+    #expect(Array(fetched.bytes.data) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+    #expect(fetched.contentType == "image/png")
+    await #expect(throws: PipelineError.self) {
+      try await StageHarness().run(Fetcher(maxBytes: 4), on: ImageSource("data:;base64,iVBORw0KGgo="))
+    }
+    let forbidden = Fetcher(allowedSchemes: ["http", "https"])
+    do {
+      _ = try await StageHarness().run(forbidden, on: ImageSource("/etc/hostname"))
+      Issue.record("file allowed")
+    } catch let error as PipelineError {
+      #expect(error.code == .forbiddenDestination)
+    }
+  }
+}

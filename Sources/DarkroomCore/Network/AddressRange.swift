@@ -40,11 +40,23 @@ public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
 
   public var description: String { "\(AddressRange.format(network))/\(prefixLength)" }
 
-  /// An address as text: dotted IPv4, or IPv6 groups (not compressed).
+  /// An address as text: dotted IPv4, or IPv6 with its longest run of zero groups as `::`.
   public static func format(_ address: [UInt8]) -> String {
     if address.count == 4 { return address.map(String.init).joined(separator: ".") }
-    return stride(from: 0, to: address.count - 1, by: 2).map { String(Int(address[$0]) << 8 | Int(address[$0 + 1]), radix: 16) }
-      .joined(separator: ":")
+    let groups = stride(from: 0, to: address.count - 1, by: 2).map { Int(address[$0]) << 8 | Int(address[$0 + 1]) }
+    var best = (start: -1, length: 0)
+    var index = 0
+    while index < groups.count {
+      var end = index
+      while end < groups.count, groups[end] == 0 { end += 1 }
+      if end - index > max(1, best.length) { best = (index, end - index) }
+      index = end + 1
+    }
+    let text = groups.map { String($0, radix: 16) }
+    guard best.start >= 0 else { return text.joined(separator: ":") }
+    let head = text[..<best.start].joined(separator: ":")
+    let tail = text[(best.start + best.length)...].joined(separator: ":")
+    return head + "::" + tail
   }
 
   /// Loopback, private, link-local, carrier-grade NAT, multicast, reserved and documentation
