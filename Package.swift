@@ -65,6 +65,7 @@ let package = Package(
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
-    .testTarget(name: "darkroomTests", dependencies: ["Darkroom", "DarkroomTesting", "darkroom"], swiftSettings: strict),
+    .testTarget(
+      name: "darkroomTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "darkroom"], swiftSettings: strict),
   ]
 )

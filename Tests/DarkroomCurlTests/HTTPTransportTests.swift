@@ -194,6 +194,34 @@ struct HTTPTransportTests {
     #expect(await HTTPHarness().fetch("http://host.invalid/a.jpg").errorCode == .fetchFailed)
   }
 
+  @Test("connections are reused and progress is reported")
+  func reuseAndProgress() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/a.jpg": .ok(body: image, contentType: "image/jpeg"),
+      "/slow.jpg": .trickle(body: image, chunkSize: max(1, image.count / 4), interval: .milliseconds(300), contentType: "image/jpeg"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let harness = HTTPHarness()
+    _ = await harness.fetch(server.url("/a.jpg"))
+    _ = await harness.fetch(server.url("/a.jpg"))
+    let connections = Set(server.requests.map(\.connection))
+    #expect(server.requests.count == 2)
+    #expect(connections.count == 1, "the second transfer should reuse the first connection")
+
+    var http = HTTPOptions()
+    http.allowHosts = ["127.0.0.1"]
+    let observer = RecordingObserver()
+    let operation = Pipeline(name: "progress", Fetcher(transports: [HTTPTransport(options: http)]))
+      .run(ImageSource(server.url("/slow.jpg")), options: RunOptions(observers: [observer]))
+    _ = try await operation.value
+    let progress = observer.events.compactMap { event -> (Int, Int?)? in
+      if case .progress(let received, let expected) = event { return (received, expected) }
+      return nil
+    }
+    #expect(!progress.isEmpty)
+    #expect(progress.allSatisfy { $0.1 == image.count && $0.0 <= image.count })
+  }
+
   @Test("cancelling an operation aborts its transfer promptly")
   func cancellation() async throws {
     let server = try await TestHTTPServer.start(routes: [

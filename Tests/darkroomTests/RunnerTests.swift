@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomHTTPTestServer
 import Foundation
 import Testing
 
@@ -196,6 +197,30 @@ struct RunnerTests {
     let result = try Runner.run(["run", file, "Examples/images/checker.webp", "--root", "Examples/pipelines", "--output", folder])
     #expect(result.status == 1)
     #expect(result.stderr.contains("accessDenied"))
+  }
+
+  @Test("http inputs from an input list, with the fetch bounded separately")
+  func httpInputList() async throws {
+    let jpeg = try Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/dunes.jpg"))
+    let server = try await TestHTTPServer.start(routes: [
+      "/dunes.jpg": .ok(body: Array(jpeg), contentType: "image/jpeg"), "/gone.jpg": .status(404),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let pipeline = (folder as NSString).appendingPathComponent("remote.json")
+    try Data(
+      #"{"version": 1, "stages": [{"stage": "fetch", "allowHosts": ["127.0.0.1"], "retries": 0}, {"stage": "decode"}, {"stage": "resize", "width": 120}, {"stage": "encode", "format": "jpeg"}]}"#
+        .utf8
+    ).write(to: URL(fileURLWithPath: pipeline))
+    let list = (folder as NSString).appendingPathComponent("inputs.txt")
+    try Data("# remote images\n\(server.url("/dunes.jpg"))\n\n\(server.url("/gone.jpg"))\n".utf8).write(to: URL(fileURLWithPath: list))
+    let output = (folder as NSString).appendingPathComponent("out")
+    let result = try Runner.run(["run", pipeline, "--input-list", list, "--fetch-concurrency", "1", "--output", output])
+    #expect(result.status == 1)
+    #expect(result.stderr.contains("httpStatus: the server answered 404"))
+    #expect(try FileManager.default.contentsOfDirectory(atPath: output) == ["dunes.jpg"])
+    #expect(server.requestCount("/dunes.jpg") == 1)
   }
 
   @Test("stages and schema describe the registry")
