@@ -44,6 +44,7 @@ bench: release
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fit.json "$$IN" --output "$$OUT" --quiet'
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case B \
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fill.json "$$IN" --output "$$OUT" --quiet'
+	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_http.py $(CURDIR)/.build/release/darkroom
 
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps

@@ -10,6 +10,8 @@ command -v pkg-config >/dev/null || packages+=(pkg-config)
 if [ "${1:-}" = "--bench" ]; then
   command -v vipsthumbnail >/dev/null || packages+=(libvips-tools)
   [ -x /usr/bin/convert-im6.q16 ] || [ -x /usr/bin/convert ] && /usr/bin/convert -version 2>/dev/null | grep -q ImageMagick || packages+=(imagemagick)
+  command -v nginx >/dev/null || packages+=(nginx-light)
+  command -v curl >/dev/null || packages+=(curl)
 fi
 if [ ${#packages[@]} -gt 0 ]; then
   sudo=""

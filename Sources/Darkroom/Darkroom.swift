@@ -69,6 +69,12 @@ public enum Darkroom {
     ) { options, context in
       Writer(directory: options.resolvedDirectory(in: context), template: options.template, overwrite: options.overwrite)
     }
+    registry.register(
+      "save", summary: "Writes the fetched bytes unchanged into the output directory ({name}.{ext}), atomically.",
+      options: SaveOptions.self
+    ) { options, context in
+      BytesWriter(directory: context.outputDirectory ?? ".", template: options.template)
+    }
     return registry
   }
 }

@@ -19,7 +19,7 @@ final class CurlTransfer: @unchecked Sendable {
   private var headerList: UnsafeMutablePointer<curl_slist>?
 
   // Written by callbacks on the loop thread.
-  var body: [UInt8] = []
+  let body = BodyBuffer()
   var headers: [String: String] = [:]
   var exceededLimit = false
   var forbidden: String?
@@ -86,10 +86,10 @@ final class CurlTransfer: @unchecked Sendable {
       exceededLimit = true
       return false
     }
-    if body.isEmpty, let length = headers["content-length"].flatMap(Int.init), length <= maxBytes {
-      body.reserveCapacity(length)
+    if body.count == 0, let length = headers["content-length"].flatMap(Int.init), length > 0, length <= maxBytes {
+      body.reserve(length)
     }
-    body.append(contentsOf: data)
+    body.append(data)
     return true
   }
 
@@ -128,7 +128,7 @@ struct CurlOutcome: Sendable {
   var code: CURLcode
   var status: Int
   var headers: [String: String]
-  var body: [UInt8]
+  var body: ImageBytes
   var errorText: String
   var effectiveURL: String?
   var exceededLimit: Bool
@@ -145,7 +145,7 @@ extension CurlTransfer {
     let effective =
       dr_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK ? pointer.map { String(cString: $0) } : nil
     return CurlOutcome(
-      code: code, status: status, headers: headers, body: body, errorText: errorText, effectiveURL: effective,
+      code: code, status: status, headers: headers, body: body.take(), errorText: errorText, effectiveURL: effective,
       exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled)
   }
 }
@@ -191,5 +191,41 @@ extension Duration {
   var milliseconds: Int64 {
     let parts = components
     return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+  }
+}
+
+/// The response body as it arrives: one growing allocation that becomes the ``ImageBytes`` of the
+/// fetched data without a copy (sized from `Content-Length` when the server sends one).
+final class BodyBuffer {
+  private var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+  private(set) var count = 0
+
+  deinit { storage.deallocate() }
+
+  /// Makes room for `capacity` bytes in total.
+  func reserve(_ capacity: Int) {
+    guard capacity > storage.count else { return }
+    let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+    if count > 0, let target = larger.baseAddress, let source = storage.baseAddress {
+      target.copyMemory(from: source, byteCount: count)
+    }
+    storage.deallocate()
+    storage = larger
+  }
+
+  func append(_ data: UnsafeRawBufferPointer) {
+    if count + data.count > storage.count { reserve(max(count + data.count, storage.count * 2)) }
+    if let target = storage.baseAddress, let source = data.baseAddress {
+      (target + count).copyMemory(from: source, byteCount: data.count)
+    }
+    count += data.count
+  }
+
+  /// Hands the bytes over (the buffer is empty afterwards).
+  func take() -> ImageBytes {
+    let bytes = ImageBytes(adopting: UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: count))
+    storage = .allocate(byteCount: 16, alignment: 16)
+    count = 0
+    return bytes
   }
 }

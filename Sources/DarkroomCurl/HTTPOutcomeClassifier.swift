@@ -1,4 +1,5 @@
 import CCurl
+import CCurlShim
 import DarkroomCore
 import Foundation
 
@@ -84,7 +85,7 @@ struct HTTPOutcomeClassifier {
     metadata["status"] = String(status)
     if let effective = outcome.effectiveURL { metadata["url"] = effective }
     var data = FetchedData(
-      source: source, bytes: ImageBytes(outcome.body), contentType: contentType,
+      source: source, bytes: outcome.body, contentType: contentType,
       lastModified: outcome.headers["last-modified"].flatMap(HTTPDate.parse), metadata: metadata)
     data.status = status
     data.notModified = status == 304

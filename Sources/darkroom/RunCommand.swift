@@ -75,8 +75,10 @@ struct RunCommand: AsyncParsableCommand {
       throw ExitStatus.invalidPipeline
     }
     if noFusion { graph = graph.fusion(false) }
+    // libvips starts lazily with the first decode (loading its modules takes ~80 ms, which a
+    // fetch-only pipeline does not need); only a non-default thread count starts it now.
     do {
-      try Darkroom.bootstrap(vipsConcurrency: vipsThreads)
+      if vipsThreads != 1 { try Darkroom.bootstrap(vipsConcurrency: vipsThreads) }
     } catch {
       Terminal.error("error: \(error.message)")
       throw ExitCode.failure
@@ -96,11 +98,16 @@ struct RunCommand: AsyncParsableCommand {
       Terminal.error("error: no inputs: the given folders hold no image files")
       throw ExitStatus.inputsFailed
     }
-    if ObjectIdentifier(graph.outputType) == ObjectIdentifier(EncodedImage.self) {
-      // A pipeline ending with "encode" gets the default write stage: outputs land in --output.
+    // A pipeline ending with "encode" (or only fetching) gets a default write stage: outputs land
+    // in --output as {name}.{ext}.
+    let produced = ObjectIdentifier(graph.outputType)
+    let finalWriter: AnyStage? =
+      produced == ObjectIdentifier(EncodedImage.self)
+      ? AnyStage(Writer(directory: self.output))
+      : produced == ObjectIdentifier(FetchedData.self) ? AnyStage(BytesWriter(directory: self.output)) : nil
+    if let finalWriter {
       do {
-        graph = try StageGraph(
-          name: graph.name, stages: graph.stages + [AnyStage(Writer(directory: output))], fusion: graph.fusionEnabled)
+        graph = try StageGraph(name: graph.name, stages: graph.stages + [finalWriter], fusion: graph.fusionEnabled)
       } catch {
         Terminal.error("error: \(error.message)")
         throw ExitStatus.invalidPipeline

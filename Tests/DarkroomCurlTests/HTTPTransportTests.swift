@@ -198,7 +198,8 @@ struct HTTPTransportTests {
   func reuseAndProgress() async throws {
     let server = try await TestHTTPServer.start(routes: [
       "/a.jpg": .ok(body: image, contentType: "image/jpeg"),
-      "/slow.jpg": .trickle(body: image, chunkSize: max(1, image.count / 4), interval: .milliseconds(300), contentType: "image/jpeg"),
+      "/slow.jpg": .trickle(
+        body: image, chunkSize: max(1, image.count / 4), interval: .milliseconds(300), contentType: "image/jpeg"),
     ])
     defer { Task { try? await server.shutdown() } }
     let harness = HTTPHarness()

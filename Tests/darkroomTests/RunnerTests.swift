@@ -214,7 +214,8 @@ struct RunnerTests {
         .utf8
     ).write(to: URL(fileURLWithPath: pipeline))
     let list = (folder as NSString).appendingPathComponent("inputs.txt")
-    try Data("# remote images\n\(server.url("/dunes.jpg"))\n\n\(server.url("/gone.jpg"))\n".utf8).write(to: URL(fileURLWithPath: list))
+    try Data("# remote images\n\(server.url("/dunes.jpg"))\n\n\(server.url("/gone.jpg"))\n".utf8).write(
+      to: URL(fileURLWithPath: list))
     let output = (folder as NSString).appendingPathComponent("out")
     let result = try Runner.run(["run", pipeline, "--input-list", list, "--fetch-concurrency", "1", "--output", output])
     #expect(result.status == 1)

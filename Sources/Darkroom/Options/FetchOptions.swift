@@ -131,3 +131,17 @@ public struct WriteOptions: StageOptions {
     return (base as NSString).appendingPathComponent(String(relative))
   }
 }
+
+/// JSON options of the `save` stage.
+public struct SaveOptions: StageOptions {
+  public var template: String
+
+  public static let specs = [
+    OptionSpec(
+      "template", .string, default: "{name}.{ext}", "The file name: {name} and {ext} (from the sniffed format); no \"..\".")
+  ]
+
+  public func problems() -> [OptionProblem] {
+    Writer.problems(in: template).map { OptionProblem(option: "template", $0) }
+  }
+}

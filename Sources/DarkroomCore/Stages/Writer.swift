@@ -75,7 +75,7 @@ public struct Writer: Stage {
         if !overwrite, manager.fileExists(atPath: path) {
           throw PipelineError(.writeFailed, "\(path) exists and overwrite is off", source: image.source.description)
         }
-        try image.bytes.data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        try AtomicFile.write(image.bytes, to: path)
       } catch let error as PipelineError {
         throw error
       } catch {
