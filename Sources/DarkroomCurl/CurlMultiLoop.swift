@@ -58,45 +58,60 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
   }
 
+  /// Outcomes whose callers are resumed once the loop holds no reference to their transfers, so
+  /// a caller that wakes up sees its transfer (and libcurl handle) already gone.
+  private var ready: [(CheckedContinuation<CurlOutcome, Never>, CurlOutcome)] = []
+
   private func finish(_ transfer: CurlTransfer, _ outcome: CurlOutcome) {
-    let continuation = transfer.continuation
+    guard let continuation = transfer.continuation else { return }
     transfer.continuation = nil
-    continuation?.resume(returning: outcome)
+    ready.append((continuation, outcome))
+  }
+
+  private func resumeReady() {
+    let resumptions = ready
+    ready = []
+    for (continuation, outcome) in resumptions { continuation.resume(returning: outcome) }
   }
 
   private func run() {
     guard let multi else { return }  // perform() fails every transfer itself
     while true {
-      let running = active.count
-      let (added, removed) = lock.withLock { () -> ([CurlTransfer], [CurlTransfer]) in
-        let removed = cancelled
-        cancelled = []
-        // Cancelled transfers still waiting leave the queue at once; the rest start in order
-        // while there is room under the limit.
-        let gone = Set(removed.map { ObjectIdentifier($0) })
-        incoming.removeAll { transfer in
-          guard gone.contains(ObjectIdentifier(transfer)) else { return false }
-          finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
-          return true
+      // In its own scope, so that the queues taken here let go of their transfers before the
+      // loop blocks in curl_multi_poll.
+      do {
+        let running = active.count
+        let (added, removed) = lock.withLock { () -> ([CurlTransfer], [CurlTransfer]) in
+          let removed = cancelled
+          cancelled = []
+          // Cancelled transfers still waiting leave the queue at once; the rest start in order
+          // while there is room under the limit.
+          let gone = Set(removed.map { ObjectIdentifier($0) })
+          incoming.removeAll { transfer in
+            guard gone.contains(ObjectIdentifier(transfer)) else { return false }
+            finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
+            return true
+          }
+          let room = max(0, limit - running)
+          let added = Array(incoming.prefix(room))
+          incoming.removeFirst(added.count)
+          return (added, removed)
         }
-        let room = max(0, limit - running)
-        let added = Array(incoming.prefix(room))
-        incoming.removeFirst(added.count)
-        return (added, removed)
-      }
-      for transfer in added {
-        if transfer.isCancelled {
+        for transfer in added {
+          if transfer.isCancelled {
+            finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
+          } else if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
+            active[transfer.easy] = transfer
+          } else {
+            finish(transfer, transfer.outcome(code: CURLE_FAILED_INIT))
+          }
+        }
+        for transfer in removed where active.removeValue(forKey: transfer.easy) != nil {
+          curl_multi_remove_handle(multi, transfer.easy)
           finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
-        } else if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
-          active[transfer.easy] = transfer
-        } else {
-          finish(transfer, transfer.outcome(code: CURLE_FAILED_INIT))
         }
       }
-      for transfer in removed where active.removeValue(forKey: transfer.easy) != nil {
-        curl_multi_remove_handle(multi, transfer.easy)
-        finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
-      }
+      resumeReady()
       var stillRunning: Int32 = 0
       curl_multi_perform(multi, &stillRunning)
       var easy: UnsafeMutableRawPointer?
@@ -106,6 +121,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         curl_multi_remove_handle(multi, easy)
         finish(transfer, transfer.outcome(code: code))
       }
+      resumeReady()
       curl_multi_poll(multi, nil, 0, 1000, nil)
     }
   }

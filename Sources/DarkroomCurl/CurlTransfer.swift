@@ -26,6 +26,8 @@ final class CurlTransfer: @unchecked Sendable {
   private var lastProgress = ContinuousClock.now
 
   private let cancelFlag = Atomic<Bool>(false)
+  /// How many transfers (easy handles) exist right now, for leak checks.
+  static let live = Atomic<Int>(0)
   var continuation: CheckedContinuation<CurlOutcome, Never>?
 
   init?(url: String, options: HTTPOptions, conditional: [String: String], progress: (@Sendable (Int, Int?) -> Void)?) {
@@ -38,9 +40,11 @@ final class CurlTransfer: @unchecked Sendable {
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     configure(options: options, conditional: conditional)
+    CurlTransfer.live.add(1, ordering: .relaxed)
   }
 
   deinit {
+    CurlTransfer.live.subtract(1, ordering: .relaxed)
     curl_easy_cleanup(easy)
     if let headerList { curl_slist_free_all(headerList) }
     errorBuffer.deallocate()

@@ -24,6 +24,10 @@ public struct HTTPTransport: FetchTransport {
 
   public var identifier: String { options.identifier }
 
+  /// How many transfers hold a libcurl handle right now (0 when nothing is being fetched): for
+  /// leak checks and diagnostics.
+  public static var liveTransfers: Int { CurlTransfer.live.load(ordering: .relaxed) }
+
   /// Bounds how many HTTP transfers run at once in the whole process (default 64); more wait in
   /// the order they were asked.
   public static func setMaxConcurrentTransfers(_ count: Int) {

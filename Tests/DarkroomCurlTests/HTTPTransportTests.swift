@@ -246,5 +246,30 @@ struct HTTPTransportTests {
     #expect(result.errorCode == .cancelled)
     #expect(clock.now - started < .seconds(3))
     #expect(observer.names.last == "cancelled")
+    #expect(observer.events.filter(\.isTerminal).count == 1)
+    #expect(HTTPTransport.liveTransfers == 0, "a cancelled transfer leaked its handle")
+  }
+
+  @Test("connection refused, credentials redacted, and no handle outlives its transfer")
+  func refusedAndRedacted() async throws {
+    let server = try await TestHTTPServer.start(routes: ["/secret.jpg": .status(401)])
+    defer { Task { try? await server.shutdown() } }
+    let noRetry = HTTPHarness { $0.retries = 0 }
+    // A port nothing listens on: bind one, note it, close it.
+    let closedPort = try await TestHTTPServer.start()
+    let port = closedPort.port
+    try await closedPort.shutdown()
+    #expect(await noRetry.fetch("http://127.0.0.1:\(port)/a.jpg").errorCode == .fetchFailed)
+    let secret = "http://alice:s3cret@127.0.0.1:\(server.port)/secret.jpg"
+    let result = await noRetry.fetch(secret)
+    guard case .failure(let error) = result else {
+      Issue.record("fetched a 401")
+      return
+    }
+    #expect(error.httpStatus == 401)
+    #expect(!error.message.contains("s3cret") && !(error.source ?? "").contains("s3cret"))
+    #expect(error.message.contains("***"))
+    #expect(server.requests.last?.headers["authorization"]?.hasPrefix("Basic ") == true)
+    #expect(HTTPTransport.liveTransfers == 0)
   }
 }
