@@ -72,6 +72,9 @@ final class CurlTransfer: @unchecked Sendable {
     _ = dr_setopt_string(easy, CURLOPT_USERAGENT, options.userAgent)
     _ = dr_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
     _ = dr_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+    // No proxies from the environment: the SSRF guard checks the addresses connected to, which
+    // with a proxy would be the proxy's, not the destination's.
+    _ = dr_setopt_string(easy, CURLOPT_PROXY, "")
     var list: UnsafeMutablePointer<curl_slist>?
     for (name, value) in (options.headers.merging(conditional) { $1 }).sorted(by: { $0.key < $1.key }) {
       list = curl_slist_append(list, "\(name): \(value)")
@@ -91,7 +94,9 @@ final class CurlTransfer: @unchecked Sendable {
       return false
     }
     if body.count == 0, let length = headers["content-length"].flatMap(Int.init), length > 0, length <= maxBytes {
-      body.reserve(length)
+      // Trust a declared length only so far: a hostile server could make every transfer reserve
+      // maxBytes up front. Larger bodies grow as they arrive.
+      body.reserve(min(length, 4 << 20))
     }
     body.append(data)
     return true

@@ -29,7 +29,7 @@ public struct HTTPOptions: Sendable, Hashable {
   public var acceptedContentTypes: [String] = []
   /// How often a failed transfer is retried: connection errors, timeouts, 5xx and 429 only.
   public var retries: Int = 2
-  /// The first retry delay; each retry doubles it, with full jitter.
+  /// The first retry delay; each retry doubles it, and the actual wait is a random 50–100 % of it.
   public var retryBaseDelay: Duration = .milliseconds(200)
   /// Hosts and address ranges (CIDR) the SSRF guard lets through although they are not public.
   public var allowHosts: [String] = []
@@ -42,8 +42,11 @@ public struct HTTPOptions: Sendable, Hashable {
   var allowedNames: Set<String> { Set(allowHosts.filter { AddressRange($0) == nil }.map { $0.lowercased() }) }
 
   /// A stable description for stage identifiers (headers by name only).
+  /// Every option that can change what is fetched or whether it is accepted is part of it; header
+  /// values are left out (they may be secrets), their names are in.
   public var identifier: String {
-    "http(timeout=\(timeout),maxBytes=\(maxBytes),redirects=\(maxRedirects),retries=\(retries),"
+    "http(timeout=\(timeout),connect=\(connectTimeout),lowSpeed=\(lowSpeedLimit)/\(lowSpeedTime),maxBytes=\(maxBytes),"
+      + "redirects=\(maxRedirects),retries=\(retries),ua=\(userAgent),accept=\(acceptedContentTypes.joined(separator: "+")),"
       + "headers=\(headers.keys.sorted().joined(separator: "+")),allow=\(allowHosts.sorted().joined(separator: "+")))"
   }
 }

@@ -21,7 +21,7 @@ struct HTTPOutcomeClassifier {
       .failure(PipelineError(code, message, source: shown, cause: cause), retryable: retryable, retryAfter: retryAfter)
     }
     if outcome.cancelled { return fail(.cancelled, "the transfer of \(shown) was cancelled") }
-    if let forbidden = outcome.forbidden {
+    if let forbidden = outcome.forbidden, outcome.code != CURLE_OK {
       return fail(
         .forbiddenDestination,
         "refused to connect for \(shown): \(forbidden); allow it with allowHosts if this is intended")
@@ -83,7 +83,7 @@ struct HTTPOutcomeClassifier {
     }
     var metadata = outcome.headers
     metadata["status"] = String(status)
-    if let effective = outcome.effectiveURL { metadata["url"] = effective }
+    if let effective = outcome.effectiveURL { metadata["url"] = ImageSource(effective).description }
     var data = FetchedData(
       source: source, bytes: outcome.body, contentType: contentType,
       lastModified: outcome.headers["last-modified"].flatMap(HTTPDate.parse), metadata: metadata)

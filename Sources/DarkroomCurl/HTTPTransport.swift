@@ -77,7 +77,7 @@ public struct HTTPTransport: FetchTransport {
     }
   }
 
-  /// Exponential backoff with full jitter: a random delay up to base × 2^attempt (at most 30 s).
+  /// Exponential backoff with jitter: a random 50–100 % of base × 2^attempt (at most 30 s).
   static func backoff(attempt: Int, base: Duration) -> Duration {
     let ceiling = min(base * (1 << min(attempt, 16)), .seconds(30))
     let fraction = Double.random(in: 0.5...1.0)

@@ -32,6 +32,7 @@ struct EventsWriter: OperationObserver {
         ("code", .string(error.code.rawValue)), ("message", .string(error.message)),
       ]
       if let kind = error.stageKind { details.append(("stage", .string(kind))) }
+      if let status = error.httpStatus { details.append(("httpStatus", number(Double(status)))) }
       if let cause = error.cause { details.append(("cause", .string(String(describing: cause)))) }
       fields.append(("error", .object(details)))
     case .started, .willFinish, .cancelled:

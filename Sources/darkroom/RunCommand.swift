@@ -6,7 +6,7 @@ import Foundation
 struct RunCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "run",
-    abstract: "Run a pipeline file over inputs (files, folders, file:// URLs).",
+    abstract: "Run a pipeline file over inputs (files, folders, file://, http(s):// and data: URLs).",
     discussion: """
       Outputs are written by the pipeline's "write" stage, or, when the pipeline ends with \
       "encode", into --output as {name}.{ext}. Exit status 0 when every input succeeded, 1 when \
@@ -95,7 +95,7 @@ struct RunCommand: AsyncParsableCommand {
     HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency)
     let sources = InputExpander(recursive: recursive).expand(inputs + listed)
     if sources.isEmpty {
-      Terminal.error("error: no inputs: the given folders hold no image files")
+      Terminal.error("error: no inputs: the given folders hold no image files, or the input list is empty")
       throw ExitStatus.inputsFailed
     }
     // A pipeline ending with "encode" (or only fetching) gets a default write stage: outputs land

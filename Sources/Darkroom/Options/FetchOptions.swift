@@ -142,6 +142,11 @@ public struct SaveOptions: StageOptions {
   ]
 
   public func problems() -> [OptionProblem] {
-    Writer.problems(in: template).map { OptionProblem(option: "template", $0) }
+    var problems = Writer.problems(in: template).map { OptionProblem(option: "template", $0) }
+    for placeholder in ["{variant}", "{pipeline}", "{width}", "{height}", "{format}"] where template.contains(placeholder) {
+      problems.append(
+        OptionProblem(option: "template", "\(placeholder) is not known to \"save\", which only fills {name} and {ext}"))
+    }
+    return problems
   }
 }

@@ -1,6 +1,7 @@
 /// Follows operations: every method has a no-op default, implement the ones you need.
 ///
-/// All methods are called on the operation's working task, in event order. `operationWillFinish`
+/// Methods are called in event order, on the operation's working task — except `progress` and
+/// `note`, which come from the thread doing the work (the curl loop, a blocking-pool thread). `operationWillFinish`
 /// is called after the last stage and before the result is visible to anyone: the last chance to
 /// audit or store it. Observers must not block; hand slow work elsewhere.
 ///

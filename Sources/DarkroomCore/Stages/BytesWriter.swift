@@ -31,7 +31,8 @@ public struct BytesWriter: Stage {
       case .file(let path): ext = (path as NSString).pathExtension
       case .url(let url): ext = url.pathExtension
       }
-      return ext.isEmpty || ext.count > 8 ? nil : ext.lowercased()
+      let clean = ext.lowercased()
+      return clean.isEmpty || clean.count > 8 || !clean.allSatisfy({ $0.isLetter || $0.isNumber }) ? nil : clean
     }()
     let name = template.replacingOccurrences(of: "{name}", with: input.source.name)
       .replacingOccurrences(of: "{ext}", with: sniffed ?? own ?? "bin")

@@ -4,7 +4,8 @@ import Foundation
 ///
 /// The scheme picks the transport: local paths and `file://` URLs are read by ``FileTransport``
 /// (confined to ``roots`` when set, symlinks resolved first); other schemes are served by
-/// transports added later (HTTP arrives with DarkroomCurl). Every transport enforces
+/// `data:` URLs by ``DataTransport``, and `http(s)` by DarkroomCurl's `HTTPTransport` when it is in
+/// ``transports`` (the standard registry adds it). Every transport enforces
 /// ``maxBytes``.
 ///
 /// ```swift

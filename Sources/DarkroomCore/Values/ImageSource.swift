@@ -57,6 +57,7 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     switch location {
     case .file(let path): return path
     case .url(let url):
+      if url.scheme?.lowercased() == "data" { return "data:… (\(url.absoluteString.utf8.count) characters)" }
       guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
       if parts.password != nil { parts.password = "***" }
       if parts.user != nil { parts.user = "***" }
