@@ -86,6 +86,17 @@ struct NetworkHelperTests {
     #expect(!AddressRange.nonPublic.contains { $0.contains([93, 184, 216, 34]) })
   }
 
+  @Test("HTTP dates round-trip and parse the obsolete forms")
+  func httpDates() {
+    let date = HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")
+    #expect(date?.timeIntervalSince1970 == 784_111_777)
+    #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT")?.timeIntervalSince1970 == 784_111_777)
+    #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994")?.timeIntervalSince1970 == 784_111_777)
+    #expect(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)) == "Sun, 06 Nov 1994 08:49:37 GMT")
+    #expect(HTTPDate.format(Date(timeIntervalSince1970: 1_709_251_199)) == "Thu, 29 Feb 2024 23:59:59 GMT")
+    #expect(HTTPDate.parse("yesterday") == nil)
+  }
+
   @Test("freshness follows Cache-Control, then Expires")
   func freshness() {
     let now = Date(timeIntervalSince1970: 1_000_000)

@@ -64,28 +64,71 @@ public enum Freshness: Sendable, Equatable {
   }
 }
 
-/// HTTP dates (RFC 9110 IMF-fixdate, plus the obsolete RFC 850 and asctime forms).
+/// HTTP dates (RFC 9110): IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) parsed and formatted by
+/// hand — every response carries dates, and Foundation's formatters cost far more than the parse —
+/// with the obsolete RFC 850 and asctime forms through `DateFormatter`.
 public enum HTTPDate {
-  private static let formats = ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]
+  private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+  private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
+  private static let obsoleteFormats = ["EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]
 
   /// Parses an HTTP date, or `nil`.
   public static func parse(_ text: String) -> Date? {
-    for format in formats {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    if let date = parseFixdate(trimmed) { return date }
+    for format in obsoleteFormats {
       let formatter = DateFormatter()
       formatter.locale = Locale(identifier: "en_US_POSIX")
       formatter.timeZone = TimeZone(identifier: "GMT")
       formatter.dateFormat = format
-      if let date = formatter.date(from: text.trimmingCharacters(in: .whitespaces)) { return date }
+      if let date = formatter.date(from: trimmed) { return date }
     }
     return nil
   }
 
+  /// `Sun, 06 Nov 1994 08:49:37 GMT`.
+  static func parseFixdate(_ text: String) -> Date? {
+    let parts = text.split(separator: " ")
+    guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT", let day = Int(parts[1]), (1...31).contains(day),
+      let monthIndex = months.firstIndex(of: parts[2].lowercased()), let year = Int(parts[3]), year >= 1970
+    else { return nil }
+    let clock = parts[4].split(separator: ":").compactMap { Int($0) }
+    guard clock.count == 3, (0...23).contains(clock[0]), (0...59).contains(clock[1]), (0...60).contains(clock[2]) else {
+      return nil
+    }
+    let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
+    return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + clock[0] * 3600 + clock[1] * 60 + clock[2]))
+  }
+
+  /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+  static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+    let y = month <= 2 ? year - 1 : year
+    let era = (y >= 0 ? y : y - 399) / 400
+    let yearOfEra = y - era * 400
+    let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+    let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+    return era * 146_097 + dayOfEra - 719_468
+  }
+
   /// Formats a date as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
   public static func format(_ date: Date) -> String {
-    let formatter = DateFormatter()
-    formatter.locale = Locale(identifier: "en_US_POSIX")
-    formatter.timeZone = TimeZone(identifier: "GMT")
-    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-    return formatter.string(from: date)
+    let seconds = Int(date.timeIntervalSince1970.rounded(.down))
+    let days = Int((Double(seconds) / 86_400).rounded(.down))
+    let secondOfDay = seconds - days * 86_400
+    // Civil from days (inverse of daysFromCivil).
+    let z = days + 719_468
+    let era = (z >= 0 ? z : z - 146_096) / 146_097
+    let dayOfEra = z - era * 146_097
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let mp = (5 * dayOfYear + 2) / 153
+    let day = dayOfYear - (153 * mp + 2) / 5 + 1
+    let month = mp < 10 ? mp + 3 : mp - 9
+    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+    let weekday = weekdays[((days % 7) + 7) % 7]
+    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : String(value) }
+    let monthName = months[month - 1].prefix(1).uppercased() + months[month - 1].dropFirst()
+    return
+      "\(weekday), \(two(day)) \(monthName) \(year) \(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
   }
 }

@@ -18,10 +18,14 @@ public enum AtomicFile {
   /// Writes `bytes` to `path`, creating missing directories.
   public static func write(_ bytes: ImageBytes, to path: String) throws {
     let folder = (path as NSString).deletingLastPathComponent
-    if !folder.isEmpty { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
     let name = (path as NSString).lastPathComponent
-    let temporary = (folder.isEmpty ? "" : folder + "/") + ".\(name).\(UUID().uuidString.prefix(8)).tmp"
-    let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    let temporary = (folder.isEmpty ? "" : folder + "/") + ".\(name).\(UInt32.random(in: 0...UInt32.max)).tmp"
+    var descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    if descriptor < 0, errno == ENOENT, !folder.isEmpty {
+      // Missing directories are created on demand, not checked before every file.
+      try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+      descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    }
     guard descriptor >= 0 else { throw posixError("cannot create \(temporary)") }
     var written = 0
     let failure: String? = bytes.withUnsafeBytes { buffer -> String? in
