@@ -114,8 +114,14 @@ struct RunCommand: AsyncParsableCommand {
       }
     }
     let cpuJobs = jobs ?? ProcessInfo.processInfo.activeProcessorCount
+    // Downloads run ahead of the CPU work only when there is something to download: local files
+    // in flight beyond --jobs would only hold memory.
+    let remote = sources.contains { source in
+      if case .url(let url) = source.location { return ["http", "https"].contains(url.scheme?.lowercased() ?? "") }
+      return false
+    }
     let runner = BatchRunner(
-      graph: graph, jobs: cpuJobs, inFlight: cpuJobs + fetchConcurrency,
+      graph: graph, jobs: cpuJobs, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
       timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     let report = await runner.run(sources)

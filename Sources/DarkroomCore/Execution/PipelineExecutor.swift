@@ -8,9 +8,8 @@
 /// let operation = PipelineExecutor().start(graph, input: ImageSource("a.jpg"), as: (any Sendable).self)
 /// ```
 public struct PipelineExecutor: Sendable {
-  public var pool: BlockingPool
-
-  public init(pool: BlockingPool = .shared) { self.pool = pool }
+  /// Creates an executor. Blocking work runs on each run's ``RunOptions/pool``.
+  public init() {}
 
   /// Starts running `graph` on `input`; the returned operation is already running.
   public func start<Output: Sendable>(
@@ -19,7 +18,7 @@ public struct PipelineExecutor: Sendable {
     let source = input as? ImageSource
     let info = OperationInfo(id: OperationID(), pipelineName: graph.name, source: source?.description)
     let operation = PipelineOperation<Output>(info: info, observers: options.observers)
-    let pool = self.pool
+    let pool = options.pool
     let task = Task {
       await Self.execute(graph, input: input, source: source, operation: operation, options: options, pool: pool)
     }

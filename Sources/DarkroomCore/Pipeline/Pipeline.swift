@@ -57,7 +57,7 @@ public struct Pipeline<Input: Sendable, Output: Sendable>: Sendable {
 
   /// Starts an operation that runs the pipeline on `input`.
   public func run(_ input: Input, options: RunOptions = RunOptions()) -> PipelineOperation<Output> {
-    PipelineExecutor(pool: options.pool).start(graph, input: input, options: options, as: Output.self)
+    PipelineExecutor().start(graph, input: input, options: options, as: Output.self)
   }
 
   /// Runs the pipeline and returns its output (a shortcut for `run(input).value`).
