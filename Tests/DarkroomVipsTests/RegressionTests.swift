@@ -38,3 +38,30 @@ struct RegressionTests {
     #expect(low.bytes.count < high.bytes.count)
   }
 }
+
+@Suite("Header checks before libvips")
+struct HeaderCheckTests {
+  @Test("JPEG frame markers are found: baseline, progressive; lossless would be refused")
+  func jpegMarkers() throws {
+    let baseline = try TestImages.encoded(.jpeg(), width: 40, height: 30)
+    let progressive = try TestImages.encoded(.jpeg(progressive: true), width: 40, height: 30)
+    #expect(ImageFormat.jpegFrameMarker(baseline) == 0xC0)
+    #expect(ImageFormat.jpegFrameMarker(progressive) == 0xC2)
+    #expect(!ImageFormat.isUnsupportedJPEGProcess(0xC0) && !ImageFormat.isUnsupportedJPEGProcess(0xC2))
+    #expect(ImageFormat.isUnsupportedJPEGProcess(0xC3))
+    #expect(ImageFormat.jpegFrameMarker(ImageBytes([0xFF, 0xD8, 0xFF])) == nil)
+  }
+
+  @Test("the declared size of an AVIF is read from its ispe box")
+  func heifSize() throws {
+    let avif = try TestImages.encoded(.avif(effort: 0), width: 123, height: 45)
+    let declared = try #require(ImageFormat.declaredHEIFSize(avif))
+    #expect(declared.width == 123 && declared.height == 45)
+    do {
+      _ = try Decoder(maxPixels: 1000).decode(FetchedData(source: ImageSource("a.avif"), bytes: avif))
+      Issue.record("accepted an AVIF over the limit")
+    } catch {
+      #expect(error.code == .imageTooLarge)
+    }
+  }
+}

@@ -55,3 +55,74 @@ extension ImageFormat {
     return nil
   }
 }
+
+extension ImageFormat {
+  /// The largest image size declared by the `ispe` (image spatial extents) properties of a
+  /// HEIF/AVIF file, found by scanning its first 256 KiB for `ispe` boxes.
+  ///
+  /// libheif refuses images over its own limit with an error whose text is the only way to tell
+  /// it from damage; checking the declared size first makes "too large" deterministic and stops
+  /// before libheif allocates anything.
+  public static func declaredHEIFSize(_ bytes: ImageBytes) -> (width: Int, height: Int)? {
+    bytes.withUnsafeBytes { buffer -> (width: Int, height: Int)? in
+      let end = min(buffer.count, 256 * 1024)
+      guard end >= 20 else { return nil }
+      func uint32(_ offset: Int) -> Int {
+        Int(buffer[offset]) << 24 | Int(buffer[offset + 1]) << 16 | Int(buffer[offset + 2]) << 8 | Int(buffer[offset + 3])
+      }
+      var largest: (width: Int, height: Int)?
+      var index = 4
+      // An ispe box: size(4) "ispe" version+flags(4) width(4) height(4).
+      while index + 16 <= end {
+        if buffer[index] == 0x69, buffer[index + 1] == 0x73, buffer[index + 2] == 0x70, buffer[index + 3] == 0x65,
+          uint32(index - 4) == 20
+        {
+          let width = uint32(index + 8)
+          let height = uint32(index + 12)
+          if width > 0, height > 0, width * height > (largest.map { $0.width * $0.height } ?? 0) { largest = (width, height) }
+          index += 16
+        } else {
+          index += 1
+        }
+      }
+      return largest
+    }
+  }
+}
+
+extension ImageFormat {
+  /// The start-of-frame marker of a JPEG (0xC0…0xCF, not 0xC4/0xC8/0xCC), found by walking its
+  /// segments up to the first scan; `nil` when there is none before the data ends.
+  public static func jpegFrameMarker(_ bytes: ImageBytes) -> UInt8? {
+    bytes.withUnsafeBytes { buffer -> UInt8? in
+      var index = 2
+      while index + 4 <= buffer.count {
+        guard buffer[index] == 0xFF else {
+          index += 1
+          continue
+        }  // tolerate junk between segments
+        let marker = buffer[index + 1]
+        if marker == 0xFF {
+          index += 1
+          continue
+        }  // fill byte
+        if marker == 0xD8 || (0xD0...0xD7).contains(marker) || marker == 0x01 {
+          index += 2
+          continue
+        }
+        if marker == 0xDA || marker == 0xD9 { return nil }  // scan or end before any frame
+        if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) { return marker }
+        let length = Int(buffer[index + 2]) << 8 | Int(buffer[index + 3])
+        guard length >= 2 else { return nil }
+        index += 2 + length
+      }
+      return nil
+    }
+  }
+
+  /// Whether a JPEG frame marker is a coding process libjpeg cannot decode: lossless (SOF3, SOF11)
+  /// and hierarchical (SOF5–7, SOF13–15).
+  public static func isUnsupportedJPEGProcess(_ marker: UInt8) -> Bool {
+    [0xC3, 0xC5, 0xC6, 0xC7, 0xCB, 0xCD, 0xCE, 0xCF].contains(marker)
+  }
+}

@@ -58,6 +58,22 @@ public struct Decoder: Stage {
   func loadHeader(_ input: FetchedData) throws(PipelineError) -> (format: ImageFormat, image: VipsImage) {
     try Vips.initialize()
     let format = try Decoder.trustedFormat(of: input)
+    if format == .jpeg, let marker = ImageFormat.jpegFrameMarker(input.bytes), ImageFormat.isUnsupportedJPEGProcess(marker) {
+      throw PipelineError(
+        .unsupportedFormat,
+        "this JPEG uses a coding process the decoder does not support (lossless or hierarchical, SOF marker 0x\(String(marker, radix: 16)))",
+        source: input.source.description)
+    }
+    if format == .heif || format == .avif, let declared = ImageFormat.declaredHEIFSize(input.bytes) {
+      let pixels = declared.width.multipliedReportingOverflow(by: declared.height)
+      if pixels.overflow || pixels.partialValue > maxPixels {
+        throw PipelineError(
+          .imageTooLarge,
+          "the \(format) image declares \(declared.width)×\(declared.height) pixels, over the limit of \(maxPixels) (maxPixels); "
+            + "raise maxPixels to accept it",
+          source: input.source.description)
+      }
+    }
     let image = try Decoder.load(format, from: input.bytes, source: input.source)
     let pixels = image.width.multipliedReportingOverflow(by: image.height)
     if pixels.overflow || pixels.partialValue > maxPixels {
