@@ -192,6 +192,11 @@ struct HTTPTransportTests {
     let unzipped = try #require(await HTTPHarness().fetch(server.url("/zipped")).data)
     #expect(Array(unzipped.bytes.data) == image)
     #expect(await HTTPHarness().fetch("http://host.invalid/a.jpg").errorCode == .fetchFailed)
+    #expect(await HTTPHarness().fetch("http://exa mple.com/a.jpg").errorCode == .invalidInput)
+    // TLS spoken to a plain HTTP server: the handshake fails.
+    let tls = await HTTPHarness { $0.retries = 0 }.fetch("https://127.0.0.1:\(server.port)/zipped")
+    #expect(tls.errorCode == .fetchFailed)
+    if case .failure(let error) = tls { #expect(error.message.hasPrefix("TLS failed"), "\(error.message)") }
   }
 
   @Test("connections are reused and progress is reported")

@@ -30,6 +30,7 @@ public struct BytesWriter: Stage {
       switch input.source.location {
       case .file(let path): ext = (path as NSString).pathExtension
       case .url(let url): ext = url.pathExtension
+      case .malformed: ext = ""
       }
       let clean = ext.lowercased()
       return clean.isEmpty || clean.count > 8 || !clean.allSatisfy({ $0.isLetter || $0.isNumber }) ? nil : clean

@@ -60,6 +60,9 @@ public struct Fetcher: Stage {
     switch source.location {
     case .file: scheme = "file"
     case .url(let url): scheme = url.scheme?.lowercased() ?? ""
+    case .malformed:
+      throw PipelineError(
+        .invalidInput, "\(source) is not a valid URL: check for spaces or stray characters", source: source.description)
     }
     if let allowedSchemes, !allowedSchemes.contains(scheme) {
       throw PipelineError(

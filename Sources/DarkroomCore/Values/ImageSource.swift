@@ -18,6 +18,9 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     case file(path: String)
     /// A URL of another scheme (`http`, `https`, `data`…), fetched by a stage that supports it.
     case url(URL)
+    /// Text that names a URL scheme (`http://…`) but is not a valid URL; fetching it fails with
+    /// `invalidInput` instead of looking for a file of that name.
+    case malformed(String)
   }
 
   /// The location to fetch.
@@ -31,10 +34,15 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     if string.hasPrefix("file://"), let url = URL(string: string), url.isFileURL {
       location = .file(path: url.path)
     } else if let schemeEnd = string.firstIndex(of: ":"), string.distance(from: string.startIndex, to: schemeEnd) > 1,
-      string[..<schemeEnd].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }),
-      let url = URL(string: string)
+      string[..<schemeEnd].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
     {
-      location = .url(url)
+      if let url = URL(string: string), url.scheme != nil {
+        location = .url(url)
+      } else if string[schemeEnd...].hasPrefix("://") || string.lowercased().hasPrefix("data:") {
+        location = .malformed(string)
+      } else {
+        location = .file(path: string)
+      }
     } else {
       location = .file(path: string)
     }
@@ -56,6 +64,7 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   public var description: String {
     switch location {
     case .file(let path): return path
+    case .malformed(let text): return ImageSource.redacted(text)
     case .url(let url):
       if url.scheme?.lowercased() == "data" { return "data:… (\(url.absoluteString.utf8.count) characters)" }
       guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
@@ -70,10 +79,17 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     let last: String
     switch location {
     case .file(let path): last = (path as NSString).lastPathComponent
+    case .malformed: last = "image"
     case .url(let url): last = url.lastPathComponent.isEmpty ? (url.host ?? "image") : url.lastPathComponent
     }
     let stem = (last as NSString).deletingPathExtension
     let cleaned = stem.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }
     return cleaned.isEmpty ? "image" : String(cleaned)
+  }
+
+  /// Malformed URL text with anything between `://` and `@` hidden (credentials).
+  static func redacted(_ text: String) -> String {
+    guard let start = text.range(of: "://"), let at = text[start.upperBound...].firstIndex(of: "@") else { return text }
+    return String(text[..<start.upperBound]) + "***" + String(text[at...])
   }
 }
