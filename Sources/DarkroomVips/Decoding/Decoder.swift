@@ -65,28 +65,24 @@ public struct Decoder: Stage {
         source: input.source.description)
     }
     if format == .heif || format == .avif, let declared = ImageFormat.declaredHEIFSize(input.bytes) {
-      let pixels = declared.width.multipliedReportingOverflow(by: declared.height)
-      if pixels.overflow || pixels.partialValue > maxPixels {
-        throw PipelineError(
-          .imageTooLarge,
-          "the \(format) image declares \(declared.width)×\(declared.height) pixels, over the limit of \(maxPixels) (maxPixels); "
-            + "raise maxPixels to accept it",
-          source: input.source.description)
-      }
+      try checkPixelLimit(width: declared.width, height: declared.height, format: format, source: input.source)
     }
     let image = try Decoder.load(format, from: input.bytes, source: input.source)
-    let pixels = image.width.multipliedReportingOverflow(by: image.height)
-    if pixels.overflow || pixels.partialValue > maxPixels {
-      throw PipelineError(
-        .imageTooLarge,
-        "the \(format) image declares \(image.width)×\(image.height) pixels, over the limit of \(maxPixels) (maxPixels); "
-          + "raise maxPixels to accept it",
-        source: input.source.description)
-    }
+    try checkPixelLimit(width: image.width, height: image.height, format: format, source: input.source)
     if format == .tiff, dr_tiff_is_tiled_planar(input.bytes.baseAddress, input.bytes.count) != 0 {
       return (format, try Decoder.loadPlanarTIFF(input, maxPixels: maxPixels))
     }
     return (format, image)
+  }
+
+  /// Throws `imageTooLarge` when a declared size is over ``maxPixels``.
+  private func checkPixelLimit(width: Int, height: Int, format: ImageFormat, source: ImageSource) throws(PipelineError) {
+    let pixels = width.multipliedReportingOverflow(by: height)
+    guard pixels.overflow || pixels.partialValue > maxPixels else { return }
+    throw PipelineError(
+      .imageTooLarge,
+      "the \(format) image declares \(width)×\(height) pixels, over the limit of \(maxPixels) (maxPixels); raise maxPixels to accept it",
+      source: source.description)
   }
 
   /// Applies the lenient fallback, colour conversion and (unless `rotate` is false) the
