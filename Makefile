@@ -10,7 +10,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build --product darkroom
 
 release: deps
 	$(SWIFT) build -c release --product darkroom
