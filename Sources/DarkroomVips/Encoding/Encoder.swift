@@ -48,7 +48,8 @@ public struct Encoder: Stage {
     let written: ImageFormat
     switch concrete {
     case .jpeg(let quality, let progressive):
-      image = try image.flattened(background: background).eightBitSRGB()
+      // To 8 bits first, so the 0…255 background means the same for 16-bit and float sources.
+      image = try image.eightBitSRGB().flattened(background: background)
       status = dr_jpegsave_buffer(image.pointer, Int32(quality), progressive ? 1 : 0, strip, &buffer, &length)
       written = .jpeg
     case .png(let compression, let palette, let quality):

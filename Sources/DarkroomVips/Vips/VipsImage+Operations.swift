@@ -147,7 +147,7 @@ extension VipsImage {
       values = [grey] + values.dropFirst(3)
     }
     while values.count < bands { values.append(values.last ?? 0) }
-    values = Array(values.prefix(bands))
+    values = Array(values.prefix(bands)).map { $0 * sampleScale }
     return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in
       try derive("padding") {
         dr_gravity($0, gravity.direction, Int32(width), Int32(height), buffer.baseAddress, Int32(buffer.count), $1)
@@ -169,13 +169,23 @@ extension VipsImage {
     return try restored.derive("restoring the pixel format") { dr_cast($0, format, $1) }
   }
 
-  /// Composes the image over a solid background, dropping alpha.
+  /// What one 8-bit step (0…255 colour values) is in this image's samples: 257 for 16-bit, 1/255
+  /// for float (scRGB 0…1), 1 for 8-bit.
+  var sampleScale: Double {
+    switch bandFormat {
+    case VIPS_FORMAT_USHORT, VIPS_FORMAT_SHORT: 257
+    case VIPS_FORMAT_FLOAT, VIPS_FORMAT_DOUBLE: 1.0 / 255
+    default: 1
+    }
+  }
+
+  /// Composes the image over a solid background (0…255 values), dropping alpha.
   public func flattened(background: [Double]) throws(PipelineError) -> VipsImage {
     guard hasAlpha else { return self }
     var values = background
     let colourBands = bands - 1
     while values.count < colourBands { values.append(values.last ?? 255) }
-    values = Array(values.prefix(colourBands))
+    values = Array(values.prefix(colourBands)).map { $0 * sampleScale }
     return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in
       try derive("flattening alpha") { dr_flatten($0, buffer.baseAddress, Int32(buffer.count), $1) }
     }
