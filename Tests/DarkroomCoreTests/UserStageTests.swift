@@ -81,3 +81,52 @@ struct UserStageTests {
     #expect(try await appended.process(ImageSource(path: path)).label == "imperative")
   }
 }
+
+/// A pass-through stage: records the description of each value's type and hands it on.
+struct Tap<Value: Sendable>: Stage {
+  static var kind: String { "tap" }
+  let seen: Locked<[String]>
+  var identifier: String { "tap" }
+  func process(_ input: Value, context: StageContext) async throws -> Value {
+    seen.withLock { $0.append(valueDescription(of: Value.self)) }
+    return input
+  }
+}
+
+struct TapFactory: PassThroughStageFactory {
+  let seen: Locked<[String]>
+  func makeStage<Value: Sendable>(for type: Value.Type) throws -> AnyStage { AnyStage(Tap<Value>(seen: seen)) }
+}
+
+@Suite("Pass-through kinds")
+struct PassThroughTests {
+  @Test("a pass-through kind fits anywhere and carries the type of the stage before it")
+  func fitsAnywhere() async throws {
+    let seen = Locked<[String]>([])
+    var registry = Darkroom.standardRegistry
+    registry.registerPassThrough("tap", summary: "Records values.", options: NoOptions.self) { _, _ in TapFactory(seen: seen) }
+    let path = NSTemporaryDirectory() + "darkroom-tap-\(UUID().uuidString).png"
+    try TestImages.encoded(.png(), width: 40, height: 20).data.write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let graph = try PipelineDefinition.load(
+      json: #"""
+        {"version": 1, "stages": [{"stage": "tap"}, {"stage": "fetch"}, {"stage": "tap"}, {"stage": "decode"}, {"stage": "tap"},
+          {"stage": "encode", "format": "png"}, {"stage": "tap"}]}
+        """#, registry: registry)
+    let output = try await PipelineExecutor().start(graph, input: ImageSource(path: path), as: EncodedImage.self).value
+    #expect(output.width == 40)
+    #expect(seen.value == ["a source", "bytes", "an image", "an encoded image"])
+    // Mismatches around a pass-through stage are still found, naming it.
+    do {
+      _ = try PipelineDefinition.load(
+        json: #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "tap"}, {"stage": "resize", "width": 9}]}"#,
+        registry: registry)
+      Issue.record("accepted bytes into resize")
+    } catch {
+      #expect(
+        error.message.hasPrefix(#"stages[2] "resize" needs an image but stages[1] "tap" produces bytes"#), "\(error.message)")
+    }
+    #expect(
+      StageCatalog.text(for: registry).contains("tap: Records values.\n  any value (passed through unchanged) -> any value"))
+  }
+}

@@ -52,7 +52,12 @@ extension PipelineDefinition {
         issue("stages", "expected a non-empty array of stage objects, got \(stagesValue)")
         return nil
       }
-      let stages = items.enumerated().map { buildStage($1, path: "stages[\($0)]") }
+      // In order: a pass-through kind takes its type from the stage before it.
+      var stages: [AnyStage?] = []
+      for (index, item) in items.enumerated() {
+        let flowing = index == 0 ? ImageSource.self : stages[index - 1]?.outputType
+        stages.append(buildStage(item, path: "stages[\(index)]", flowing: flowing))
+      }
       checkNeighbours(stages)
       guard issues.isEmpty else { return nil }
       return StageGraph(trusting: name, stages: stages.compactMap { $0 }, fusion: fusion)
@@ -76,7 +81,7 @@ extension PipelineDefinition {
       }
     }
 
-    mutating func buildStage(_ value: JSONValue, path: String) -> AnyStage? {
+    mutating func buildStage(_ value: JSONValue, path: String, flowing: (any Sendable.Type)?) -> AnyStage? {
       guard case .object(let members) = value else {
         issue(path, "expected a stage object like {\"stage\": \"decode\"}, got \(value)")
         return nil
@@ -109,7 +114,10 @@ extension PipelineDefinition {
         return nil
       }
       do {
-        return try entry.make(filled, context)
+        guard let valueType = flowing ?? (entry.passesThrough ? nil : ImageSource.self) else {
+          return nil  // the stage before it is already reported as broken
+        }
+        return try entry.make(filled, context, valueType)
       } catch let problems as OptionProblems {
         for problem in problems.problems { issue(problem.option.map { "\(path).\($0)" } ?? path, problem.message) }
       } catch let error as PipelineError {
