@@ -69,6 +69,14 @@ public enum Darkroom {
     ) { options, context in
       Writer(directory: options.resolvedDirectory(in: context), template: options.template, overwrite: options.overwrite)
     }
+    registry.registerPassThrough(
+      "cache",
+      summary: "A checkpoint: stores the value flowing through it; later runs of the same source resume after it (memory store).",
+      options: CacheOptions.self
+    ) { options, _ in
+      CacheFactory(
+        store: MemoryStore.shared, maxAge: options.maxAge.map { .milliseconds(Int($0 * 1000)) }, prefix: options.prefix)
+    }
     registry.register(
       "save", summary: "Writes the fetched bytes unchanged into the output directory ({name}.{ext}), atomically.",
       options: SaveOptions.self

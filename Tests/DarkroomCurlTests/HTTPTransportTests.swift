@@ -228,6 +228,28 @@ struct HTTPTransportTests {
     #expect(progress.allSatisfy { $0.1 == image.count && $0.0 <= image.count })
   }
 
+  @Test("a cache checkpoint follows the response's Cache-Control when maxAge is not set")
+  func cacheFollowsHeaders() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/fresh.jpg": .conditional(body: image, contentType: "image/jpeg", etag: "\"e\"", lastModified: nil, maxAge: 600),
+      "/private.jpg": .headers(.ok(body: image, contentType: "image/jpeg"), [("Cache-Control", "no-store")]),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    var http = HTTPOptions()
+    http.allowHosts = ["127.0.0.1"]
+    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let pipeline = Pipeline(name: "cached") {
+      Fetcher(transports: [HTTPTransport(options: http)])
+      Cache<FetchedData>(store: store)
+    }
+    for _ in 0..<3 {
+      _ = try await pipeline.process(ImageSource(server.url("/fresh.jpg")))
+      _ = try await pipeline.process(ImageSource(server.url("/private.jpg")))
+    }
+    #expect(server.requestCount("/fresh.jpg") == 1)
+    #expect(server.requestCount("/private.jpg") == 3)
+  }
+
   @Test("cancelling an operation aborts its transfer promptly")
   func cancellation() async throws {
     let server = try await TestHTTPServer.start(routes: [

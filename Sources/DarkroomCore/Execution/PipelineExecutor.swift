@@ -40,7 +40,12 @@ public struct PipelineExecutor: Sendable {
     do {
       // The time limit covers the stages and the willFinish hooks.
       let output: Output = try await withTimeout(options.timeout, source: sourceText) {
-        let value = try await runStages(graph.runnableStages, input: input, context: context, operation: operation)
+        let stages = graph.runnableStages
+        let checkpoints = Checkpoints(stages: stages, input: input, source: source)
+        let resumed = try await checkpoints.resume(context: context)
+        var run = RunState(value: resumed?.value ?? input, start: resumed.map { $0.index + 1 } ?? 0)
+        try await runStages(stages, state: &run, checkpoints: checkpoints, context: context, operation: operation)
+        let value = run.value
         guard let output = value as? Output else {
           throw PipelineError(
             .typeMismatch,
@@ -48,6 +53,7 @@ public struct PipelineExecutor: Sendable {
           )
         }
         if operation.handle(.outputReady) {
+          await checkpoints.store(run.pending, freshness: run.freshness, context: context)
           try await runWillFinishHooks(options.willFinishHooks, output: output, info: operation.info, source: sourceText)
         }
         return output
@@ -82,11 +88,22 @@ public struct PipelineExecutor: Sendable {
     }
   }
 
+  /// What a run carries from stage to stage: the value, where it started, the values to store at
+  /// checkpoints that missed, and what the fetched response said about its freshness.
+  struct RunState {
+    var value: any Sendable
+    var start: Int
+    var pending: [(index: Int, value: any Sendable)] = []
+    var freshness: Freshness?
+  }
+
   private static func runStages<Output: Sendable>(
-    _ stages: [AnyStage], input: any Sendable, context: StageContext, operation: PipelineOperation<Output>
-  ) async throws -> any Sendable {
-    var value = input
-    for (index, stage) in stages.enumerated() {
+    _ stages: [AnyStage], state: inout RunState, checkpoints: Checkpoints, context: StageContext,
+    operation: PipelineOperation<Output>
+  ) async throws {
+    var value = state.value
+    defer { state.value = value }
+    for (index, stage) in stages.enumerated() where index >= state.start {
       try Task.checkCancellation()
       let info = StageInfo(index: index, stage: stage)
       operation.handle(.stageStarted(info))
@@ -104,8 +121,9 @@ public struct PipelineExecutor: Sendable {
           source: context.source?.description, cause: error)
       }
       operation.handle(.stageFinished(info, clock.now - started))
+      if let fetched = value as? FetchedData, fetched.status != nil { state.freshness = fetched.freshness() }
+      if checkpoints.keys[index] != nil { state.pending.append((index, value)) }
     }
-    return value
   }
 
   /// Runs `body`, failing with `timedOut` when it takes longer than `limit`.

@@ -74,6 +74,15 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     }
   }
 
+  /// The source itself, unredacted, for cache keys: the resolved path or the full URL.
+  public var identity: String {
+    switch location {
+    case .file(let path): return "file:" + ((path as NSString).standardizingPath)
+    case .url(let url): return url.absoluteString
+    case .malformed(let text): return "malformed:" + text
+    }
+  }
+
   /// The base name without extension, used for output file names (`{name}`).
   public var name: String {
     let last: String

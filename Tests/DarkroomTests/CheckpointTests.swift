@@ -1,0 +1,115 @@
+import Darkroom
+import DarkroomTesting
+import Foundation
+import Testing
+
+@Suite("Cache checkpoints")
+struct CheckpointTests {
+  func stageKinds(_ observer: RecordingObserver) -> [String] {
+    observer.events.compactMap { if case .stageStarted(let stage) = $0 { stage.kind } else { nil } }
+  }
+
+  func notes(_ observer: RecordingObserver) -> [String] {
+    observer.events.compactMap { if case .note(let text) = $0 { text } else { nil } }
+  }
+
+  func temporaryImage() throws -> String {
+    let path = NSTemporaryDirectory() + "darkroom-cache-\(UUID().uuidString).jpg"
+    try TestImages.encoded(.jpeg(), width: 400, height: 300).data.write(to: URL(fileURLWithPath: path))
+    return path
+  }
+
+  @Test("a second run is answered by the last checkpoint without running a stage")
+  func hitSkipsEverything() async throws {
+    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let pipeline = Pipeline(name: "thumb") {
+      Fetcher()
+      Decoder()
+      Resizer(width: 100)
+      Encoder(.png())
+      Cache<EncodedImage>(store: store, maxAge: .seconds(60))
+    }
+    let path = try temporaryImage()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let first = RecordingObserver()
+    let a = try await pipeline.run(ImageSource(path: path), options: RunOptions(observers: [first])).value
+    #expect(stageKinds(first) == ["fetch", "decode+resize", "encode", "cache"])
+    #expect(notes(first) == ["cache miss: memory at stages[3]", "cache stored: memory at stages[3]"])
+    let second = RecordingObserver()
+    let b = try await pipeline.run(ImageSource(path: path), options: RunOptions(observers: [second])).value
+    #expect(stageKinds(second).isEmpty)
+    #expect(notes(second) == ["cache hit: memory at stages[3]"])
+    #expect(a.bytes == b.bytes)
+    #expect(second.names.last == "finished")
+  }
+
+  @Test("a run resumes after the latest checkpoint that has the value (the source is gone)")
+  func resumeInTheMiddle() async throws {
+    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let path = try temporaryImage()
+    func pipeline(width: Int) -> Pipeline<ImageSource, EncodedImage> {
+      Pipeline(name: "resume") {
+        Fetcher()
+        Cache<FetchedData>(store: store, maxAge: .seconds(60))
+        Decoder()
+        Resizer(width: width)
+        Encoder(.png())
+      }
+    }
+    _ = try await pipeline(width: 100).process(ImageSource(path: path))
+    try FileManager.default.removeItem(atPath: path)
+    // Another width downstream: the fetched bytes come from the checkpoint, the rest runs.
+    let observer = RecordingObserver()
+    let image = try await pipeline(width: 50).run(ImageSource(path: path), options: RunOptions(observers: [observer])).value
+    #expect(image.width == 50)
+    #expect(stageKinds(observer) == ["decode+resize", "encode"])
+    // A different upstream configuration never reads the stored value.
+    let other = Pipeline(name: "other") {
+      Fetcher(maxBytes: 1_000_000)
+      Cache<FetchedData>(store: store, maxAge: .seconds(60))
+    }
+    await #expect(throws: PipelineError.self) { try await other.process(ImageSource(path: path)) }
+  }
+
+  @Test("maxAge below zero never keeps the value in memory; prefixes separate variants")
+  func maxAgeAndPrefix() async throws {
+    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let path = try temporaryImage()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let never = Pipeline(name: "never") {
+      Fetcher()
+      Cache<FetchedData>(store: store, maxAge: .seconds(-1))
+    }
+    _ = try await never.process(ImageSource(path: path))
+    #expect(store.cache.count == 0)
+    let a = Pipeline(name: "a") {
+      Fetcher()
+      Cache<FetchedData>(store: store, maxAge: .seconds(60), prefix: "a")
+    }
+    let b = Pipeline(name: "b") {
+      Fetcher()
+      Cache<FetchedData>(store: store, maxAge: .seconds(60), prefix: "b")
+    }
+    _ = try await a.process(ImageSource(path: path))
+    _ = try await b.process(ImageSource(path: path))
+    #expect(store.cache.count == 2)
+  }
+
+  @Test("the cache kind works from JSON, anywhere in the pipeline")
+  func fromJSON() async throws {
+    let graph = try PipelineDefinition.load(
+      json: #"""
+        {"version": 1, "stages": [{"stage": "fetch"}, {"stage": "cache", "maxAge": 60, "prefix": "json"}, {"stage": "decode"},
+          {"stage": "resize", "width": 64}, {"stage": "encode", "format": "webp"}, {"stage": "cache", "maxAge": 60, "prefix": "json"}]}
+        """#, registry: Darkroom.standardRegistry)
+    let path = try temporaryImage()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let first = try await PipelineExecutor().start(graph, input: ImageSource(path: path), as: EncodedImage.self).value
+    let observer = RecordingObserver()
+    let second = try await PipelineExecutor().start(
+      graph, input: ImageSource(path: path), options: RunOptions(observers: [observer]), as: EncodedImage.self
+    ).value
+    #expect(first.bytes == second.bytes && second.format == .webp)
+    #expect(stageKinds(observer).isEmpty)
+  }
+}
