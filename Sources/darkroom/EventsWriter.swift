@@ -17,6 +17,12 @@ struct EventsWriter: OperationObserver {
       fields.append(("durationMs", number(duration.milliseconds)))
     case .note(let text):
       fields.append(("note", .string(text)))
+    case .cache(let event):
+      fields += [
+        ("outcome", .string(event.outcome.rawValue)), ("store", .string(event.store)),
+        ("index", number(Double(event.stageIndex))),
+      ]
+      if let detail = event.detail { fields.append(("detail", .string(detail))) }
     case .progress(let received, let expected):
       fields.append(("received", number(Double(received))))
       if let expected { fields.append(("expected", number(Double(expected)))) }

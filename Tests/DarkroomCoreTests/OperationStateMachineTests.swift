@@ -10,7 +10,8 @@ struct OperationStateMachineTests {
   /// Every input, named for the table below.
   static let inputs: [(String, OperationStateMachine.Input)] = [
     ("start", .start), ("stageStarted", .stageStarted(stage)), ("stageFinished", .stageFinished(stage, .milliseconds(3))),
-    ("note", .note("n")), ("progress", .progress(received: 10, expected: 100)), ("outputReady", .outputReady),
+    ("note", .note("n")), ("progress", .progress(received: 10, expected: 100)),
+    ("cache", .cache(CacheEvent(.hit, store: "memory", stageIndex: 1))), ("outputReady", .outputReady),
     ("willFinishSucceeded", .willFinishSucceeded(summary)),
     ("fail", .fail(error)), ("cancel", .cancel),
   ]
@@ -43,12 +44,14 @@ struct OperationStateMachineTests {
       "stageFinished": (.running, ["emit:stageFinished"]),
       "note": (.running, ["emit:note"]),
       "progress": (.running, ["emit:progress"]),
+      "cache": (.running, ["emit:cache"]),
       "outputReady": (.finishing, ["emit:willFinish", "runWillFinish"]),
       "fail": (.failed, ["emit:failed", "deliverFailure"]),
       "cancel": (.cancelled, ["emit:cancelled", "deliverCancellation"]),
     ],
     .finishing: [
       "note": (.finishing, ["emit:note"]),
+      "cache": (.finishing, ["emit:cache"]),
       "willFinishSucceeded": (.finished, ["emit:finished", "deliverResult"]),
       "fail": (.failed, ["emit:failed", "deliverFailure"]),
       "cancel": (.cancelled, ["emit:cancelled", "deliverCancellation"]),

@@ -9,8 +9,8 @@ struct CheckpointTests {
     observer.events.compactMap { if case .stageStarted(let stage) = $0 { stage.kind } else { nil } }
   }
 
-  func notes(_ observer: RecordingObserver) -> [String] {
-    observer.events.compactMap { if case .note(let text) = $0 { text } else { nil } }
+  func cacheEvents(_ observer: RecordingObserver) -> [String] {
+    observer.events.compactMap { if case .cache(let event) = $0 { event.description } else { nil } }
   }
 
   func temporaryImage() throws -> String {
@@ -34,11 +34,11 @@ struct CheckpointTests {
     let first = RecordingObserver()
     let a = try await pipeline.run(ImageSource(path: path), options: RunOptions(observers: [first])).value
     #expect(stageKinds(first) == ["fetch", "decode+resize", "encode", "cache"])
-    #expect(notes(first) == ["cache miss: memory at stages[3]", "cache stored: memory at stages[3]"])
+    #expect(cacheEvents(first) == ["cache miss: memory at stages[3]", "cache stored: memory at stages[3]"])
     let second = RecordingObserver()
     let b = try await pipeline.run(ImageSource(path: path), options: RunOptions(observers: [second])).value
     #expect(stageKinds(second).isEmpty)
-    #expect(notes(second) == ["cache hit: memory at stages[3]"])
+    #expect(cacheEvents(second) == ["cache hit: memory at stages[3]"])
     #expect(a.bytes == b.bytes)
     #expect(second.names.last == "finished")
   }

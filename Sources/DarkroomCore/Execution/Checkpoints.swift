@@ -24,10 +24,10 @@ struct Checkpoints: Sendable {
       if let hit = try await checkpoint.lookup(key: key),
         ObjectIdentifier(type(of: hit)) == ObjectIdentifier(stages[index].outputType)
       {
-        context.log("cache hit: \(checkpoint.storeName) at stages[\(index)]")
+        context.reportCache(CacheEvent(.hit, store: checkpoint.storeName, stageIndex: index))
         return (index, hit)
       }
-      context.log("cache miss: \(checkpoint.storeName) at stages[\(index)]")
+      context.reportCache(CacheEvent(.miss, store: checkpoint.storeName, stageIndex: index))
     }
     return nil
   }
@@ -38,9 +38,9 @@ struct Checkpoints: Sendable {
       guard let key = keys[index], let checkpoint = stages[index].base as? any CheckpointStage else { continue }
       do {
         try await checkpoint.store(value, key: key, freshness: freshness)
-        context.log("cache stored: \(checkpoint.storeName) at stages[\(index)]")
+        context.reportCache(CacheEvent(.stored, store: checkpoint.storeName, stageIndex: index))
       } catch {
-        context.log("cache store failed: \(checkpoint.storeName) at stages[\(index)]: \(error)")
+        context.reportCache(CacheEvent(.storeFailed, store: checkpoint.storeName, stageIndex: index, detail: "\(error)"))
       }
     }
   }

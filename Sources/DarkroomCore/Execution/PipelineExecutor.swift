@@ -35,7 +35,8 @@ public struct PipelineExecutor: Sendable {
       operationID: operation.id, pipelineName: graph.name, source: source, pool: pool,
       emitNote: { [weak operation] note in operation?.handle(.note(note)) },
       emitProgress: { [weak operation] received, expected in operation?.handle(.progress(received: received, expected: expected))
-      })
+      },
+      emitCache: { [weak operation] event in operation?.handle(.cache(event)) })
     let sourceText = source?.description
     do {
       // The time limit covers the stages and the willFinish hooks.

@@ -38,6 +38,8 @@ public enum OperationEvent: Sendable, CustomStringConvertible {
   case note(String)
   /// Bytes received so far by a transfer, and the total when the server said it (rate-limited).
   case progress(received: Int, expected: Int?)
+  /// A cache checkpoint was looked up or stored.
+  case cache(CacheEvent)
   case willFinish
   case finished(OutputSummary)
   case failed(PipelineError)
@@ -51,6 +53,7 @@ public enum OperationEvent: Sendable, CustomStringConvertible {
     case .stageFinished: "stageFinished"
     case .note: "note"
     case .progress: "progress"
+    case .cache: "cache"
     case .willFinish: "willFinish"
     case .finished: "finished"
     case .failed: "failed"
@@ -88,5 +91,38 @@ public struct OperationInfo: Sendable, Hashable {
     self.id = id
     self.pipelineName = pipelineName
     self.source = source
+  }
+}
+
+/// What happened at a cache checkpoint.
+public struct CacheEvent: Sendable, Hashable, Codable, CustomStringConvertible {
+  public enum Outcome: String, Sendable, Hashable, Codable {
+    /// The store had the value: the run resumed after this checkpoint.
+    case hit
+    /// The store did not have it (or it had expired).
+    case miss
+    /// The value was stored when the operation finished.
+    case stored
+    /// Storing failed; the operation still succeeds.
+    case storeFailed
+  }
+
+  public var outcome: Outcome
+  /// The store's name (`"memory"`).
+  public var store: String
+  /// The checkpoint's position in the pipeline as it runs.
+  public var stageIndex: Int
+  /// Why a store failed.
+  public var detail: String?
+
+  public init(_ outcome: Outcome, store: String, stageIndex: Int, detail: String? = nil) {
+    self.outcome = outcome
+    self.store = store
+    self.stageIndex = stageIndex
+    self.detail = detail
+  }
+
+  public var description: String {
+    "cache \(outcome.rawValue): \(store) at stages[\(stageIndex)]" + (detail.map { ": \($0)" } ?? "")
   }
 }

@@ -19,6 +19,7 @@ public protocol OperationObserver: Sendable {
   func operation(_ operation: OperationInfo, didFinishStage stage: StageInfo, duration: Duration)
   func operation(_ operation: OperationInfo, didNote note: String)
   func operation(_ operation: OperationInfo, didReceive bytes: Int, of expected: Int?)
+  func operation(_ operation: OperationInfo, didCache event: CacheEvent)
   func operationWillFinish(_ operation: OperationInfo)
   func operationDidFinish(_ operation: OperationInfo, output: OutputSummary)
   func operation(_ operation: OperationInfo, didFailWith error: PipelineError)
@@ -33,6 +34,7 @@ extension OperationObserver {
   public func operation(_ operation: OperationInfo, didFinishStage stage: StageInfo, duration: Duration) {}
   public func operation(_ operation: OperationInfo, didNote note: String) {}
   public func operation(_ operation: OperationInfo, didReceive bytes: Int, of expected: Int?) {}
+  public func operation(_ operation: OperationInfo, didCache event: CacheEvent) {}
   public func operationWillFinish(_ operation: OperationInfo) {}
   public func operationDidFinish(_ operation: OperationInfo, output: OutputSummary) {}
   public func operation(_ operation: OperationInfo, didFailWith error: PipelineError) {}
@@ -46,6 +48,7 @@ extension OperationObserver {
     case .stageFinished(let stage, let duration): self.operation(operation, didFinishStage: stage, duration: duration)
     case .note(let text): self.operation(operation, didNote: text)
     case .progress(let received, let expected): self.operation(operation, didReceive: received, of: expected)
+    case .cache(let event): self.operation(operation, didCache: event)
     case .willFinish: operationWillFinish(operation)
     case .finished(let summary): operationDidFinish(operation, output: summary)
     case .failed(let error): self.operation(operation, didFailWith: error)

@@ -20,6 +20,7 @@ public struct OperationStateMachine: Sendable {
     case stageFinished(StageInfo, Duration)
     case note(String)
     case progress(received: Int, expected: Int?)
+    case cache(CacheEvent)
     case outputReady
     case willFinishSucceeded(OutputSummary)
     case fail(PipelineError)
@@ -65,6 +66,8 @@ public struct OperationStateMachine: Sendable {
       return [.emit(.stageFinished(stage, duration: duration))]
     case (.running, .note(let text)), (.finishing, .note(let text)):
       return [.emit(.note(text))]
+    case (.running, .cache(let event)), (.finishing, .cache(let event)):
+      return [.emit(.cache(event))]
     case (.running, .progress(let received, let expected)):
       return [.emit(.progress(received: received, expected: expected))]
     case (.running, .outputReady):

@@ -54,11 +54,13 @@ public struct StageContext: Sendable {
   public var pool: BlockingPool
   let emitNote: @Sendable (String) -> Void
   let emitProgress: @Sendable (Int, Int?) -> Void
+  let emitCache: @Sendable (CacheEvent) -> Void
 
   public init(
     operationID: OperationID = OperationID(), pipelineName: String = "", source: ImageSource? = nil,
     pool: BlockingPool = .shared, emitNote: @escaping @Sendable (String) -> Void = { _ in },
-    emitProgress: @escaping @Sendable (Int, Int?) -> Void = { _, _ in }
+    emitProgress: @escaping @Sendable (Int, Int?) -> Void = { _, _ in },
+    emitCache: @escaping @Sendable (CacheEvent) -> Void = { _ in }
   ) {
     self.operationID = operationID
     self.pipelineName = pipelineName
@@ -66,7 +68,11 @@ public struct StageContext: Sendable {
     self.pool = pool
     self.emitNote = emitNote
     self.emitProgress = emitProgress
+    self.emitCache = emitCache
   }
+
+  /// Reports a cache checkpoint's outcome as a `cache` event.
+  public func reportCache(_ event: CacheEvent) { emitCache(event) }
 
   /// Reports transfer progress as a `progress` event. Callers rate-limit it (a few per second).
   public func reportProgress(received: Int, expected: Int?) { emitProgress(received, expected) }
