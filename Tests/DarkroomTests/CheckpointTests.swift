@@ -95,6 +95,34 @@ struct CheckpointTests {
     #expect(store.cache.count == 2)
   }
 
+  @Test("purge by source removes every variant of that source and nothing else")
+  func purgeBySource() async throws {
+    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let first = try temporaryImage()
+    let second = try temporaryImage()
+    defer {
+      try? FileManager.default.removeItem(atPath: first)
+      try? FileManager.default.removeItem(atPath: second)
+    }
+    for width in [32, 64] {
+      let pipeline = Pipeline(name: "variant") {
+        Fetcher()
+        Cache<FetchedData>(store: store, maxAge: .seconds(60))
+        Decoder()
+        Resizer(width: width)
+        Encoder(.png())
+        Cache<EncodedImage>(store: store, maxAge: .seconds(60), prefix: "w\(width)")
+      }
+      _ = try await pipeline.process(ImageSource(path: first))
+      _ = try await pipeline.process(ImageSource(path: second))
+    }
+    #expect(store.cache.count == 6)  // per source: the bytes, and two sizes
+    try await store.purge(source: ImageSource(path: first))
+    #expect(store.cache.count == 3)
+    try await store.purge(source: ImageSource("file://" + second))  // same file, as a URL
+    #expect(store.cache.count == 0)
+  }
+
   @Test("the cache kind works from JSON, anywhere in the pipeline")
   func fromJSON() async throws {
     let graph = try PipelineDefinition.load(

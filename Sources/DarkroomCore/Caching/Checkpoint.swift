@@ -27,6 +27,25 @@ public protocol CacheStore: Sendable {
   func value(forKey key: String) async throws -> (any Sendable)?
   func setValue(_ value: any Sendable, forKey key: String, cost: Int, lifetime: Duration?) async throws
   func removeAll() async throws
+  /// Removes every value derived from `source` — every variant, prefix and upstream configuration.
+  func purge(source: ImageSource) async throws
+}
+
+/// Cache keys: the checkpoint's prefix, the source identity and the upstream stage identifiers,
+/// joined by the unit separator (U+001F), which never appears in identities.
+public enum CacheKey {
+  static let separator: Character = "\u{1F}"
+
+  /// The key of a checkpoint.
+  public static func make(prefix: String, source identity: String, upstream: [String]) -> String {
+    ([prefix, identity] + upstream).joined(separator: String(separator))
+  }
+
+  /// The source identity a key belongs to.
+  public static func sourceIdentity(of key: String) -> Substring? {
+    let parts = key.split(separator: separator, maxSplits: 2, omittingEmptySubsequences: false)
+    return parts.count >= 2 ? parts[1] : nil
+  }
 }
 
 /// What a value costs to keep in memory, in bytes (values without it count 1 KiB).
@@ -53,6 +72,11 @@ public struct MemoryStore: CacheStore {
   }
 
   public func removeAll() async throws { cache.removeAll() }
+
+  public func purge(source: ImageSource) async throws {
+    let identity = source.identity
+    cache.removeAll { CacheKey.sourceIdentity(of: $0) == Substring(identity) }
+  }
 }
 
 /// The `cache` stage: a checkpoint over a store (see ``CheckpointStage``).

@@ -12,7 +12,7 @@ struct Checkpoints: Sendable {
     for (index, stage) in stages.enumerated() {
       guard let checkpoint = stage.base as? any CheckpointStage else { continue }
       let upstream = stages[..<index].filter { !($0.base is any CheckpointStage) }.map(\.identifier)
-      keys[index] = ([checkpoint.keyPrefix, identity] + upstream).joined(separator: "\u{1F}")
+      keys[index] = CacheKey.make(prefix: checkpoint.keyPrefix, source: identity, upstream: upstream)
     }
     self.keys = keys
   }
