@@ -1,4 +1,4 @@
-import Synchronization
+import Foundation
 
 /// An in-memory LRU cache bounded by total cost (bytes) and by count, with per-entry lifetimes.
 ///
@@ -84,11 +84,17 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
 
 extension MemoryCache {
   /// One shard: a dictionary plus a doubly linked recency list threaded through it by key.
-  /// A shard behind its own lock.
-  final class LockedShard: Sendable {
-    private let state: Mutex<Shard>
-    init(_ shard: Shard) { state = Mutex(shard) }
-    func withLock<R>(_ body: (inout Shard) -> R) -> R { state.withLock { body(&$0) } }
+  /// A shard behind its own lock: a pthread mutex (`NSLock`), which ThreadSanitizer follows —
+  /// it cannot see through `Synchronization.Mutex`'s futex and reports false races on it.
+  final class LockedShard: @unchecked Sendable {
+    private let lock = NSLock()
+    private var shard: Shard  // guarded by `lock`
+    init(_ shard: Shard) { self.shard = shard }
+    func withLock<R>(_ body: (inout Shard) -> R) -> R {
+      lock.lock()
+      defer { lock.unlock() }
+      return body(&shard)
+    }
   }
 
   struct Shard {
