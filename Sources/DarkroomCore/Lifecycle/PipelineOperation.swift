@@ -99,8 +99,6 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     task?.cancel()
   }
 
-  var isCancelRequested: Bool { state.withLock { $0.cancelRequested } }
-
   func attach(_ task: Task<Void, Never>) {
     let cancel = state.withLock { state -> Bool in
       state.task = task

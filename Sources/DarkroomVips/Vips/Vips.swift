@@ -1,6 +1,7 @@
 import CVips
 import CVipsShim
 import DarkroomCore
+import Foundation
 
 /// libvips set-up and error capture. libvips is initialised exactly once per process, on first
 /// use, with untrusted loaders blocked and the operation cache off.
@@ -84,23 +85,10 @@ public enum Vips {
 }
 
 extension String {
-  fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
-    var slice = Substring(self)
-    while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
-    while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
-    return String(slice)
-  }
-}
-
-extension String {
   /// One line, repeated messages once.
   fileprivate func replacingNewlines() -> String {
     var seen = Set<String>()
-    return split(whereSeparator: { $0 == "\n" }).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+    return split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
       .filter { !$0.isEmpty && seen.insert($0).inserted }.joined(separator: " | ")
   }
-}
-
-extension Set where Element == Character {
-  fileprivate static let whitespacesAndNewlines: Set<Character> = [" ", "\n", "\t", "\r"]
 }
