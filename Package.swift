@@ -10,6 +10,7 @@ let package = Package(
     .library(name: "Darkroom", targets: ["Darkroom"]),
     .library(name: "DarkroomCore", targets: ["DarkroomCore"]),
     .library(name: "DarkroomVips", targets: ["DarkroomVips"]),
+    .library(name: "DarkroomCache", targets: ["DarkroomCache"]),
     .library(name: "DarkroomTesting", targets: ["DarkroomTesting"]),
     .executable(name: "darkroom", targets: ["darkroom"]),
     .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
@@ -17,6 +18,8 @@ let package = Package(
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+    .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
   ],
   targets: [
     .systemLibrary(
@@ -33,8 +36,17 @@ let package = Package(
     .target(name: "CCurlShim", dependencies: ["CCurl"]),
     .target(name: "DarkroomCurl", dependencies: ["DarkroomCore", "CCurl", "CCurlShim"], swiftSettings: strict),
     .target(name: "DarkroomCore", swiftSettings: strict),
+    .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+    .target(
+      name: "DarkroomCache",
+      dependencies: [
+        "DarkroomCore", "CZlib", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
+      ],
+      swiftSettings: strict
+    ),
     .target(name: "DarkroomVips", dependencies: ["DarkroomCore", "CVips", "CVipsShim"], swiftSettings: strict),
-    .target(name: "Darkroom", dependencies: ["DarkroomCore", "DarkroomVips", "DarkroomCurl"], swiftSettings: strict),
+    .target(
+      name: "Darkroom", dependencies: ["DarkroomCore", "DarkroomVips", "DarkroomCurl", "DarkroomCache"], swiftSettings: strict),
     .target(name: "DarkroomTesting", dependencies: ["Darkroom"], swiftSettings: strict),
     .executableTarget(
       name: "darkroom",
@@ -63,9 +75,11 @@ let package = Package(
       name: "DarkroomCurlTests", dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomHTTPTestServer"],
       swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(
-      name: "darkroomTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "darkroom"], swiftSettings: strict),
+      name: "darkroomTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "darkroom"],
+      swiftSettings: strict),
   ]
 )

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Darkroom needs, when they are missing.
-#   scripts/install-deps.sh           build and test dependencies (libvips-dev, libcurl4-openssl-dev)
+#   scripts/install-deps.sh           build and test dependencies (libvips-dev, libcurl4-openssl-dev,
+#                                     libsqlite3-dev for the disk cache index, zlib1g-dev for checksums)
 #   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, Pillow)
 set -euo pipefail
 packages=()
 pkg-config --exists vips 2>/dev/null || packages+=(libvips-dev)
 pkg-config --exists libcurl 2>/dev/null || packages+=(libcurl4-openssl-dev)
+pkg-config --exists sqlite3 2>/dev/null || packages+=(libsqlite3-dev)
+pkg-config --exists zlib 2>/dev/null || packages+=(zlib1g-dev)
 command -v pkg-config >/dev/null || packages+=(pkg-config)
 if [ "${1:-}" = "--bench" ]; then
   command -v vipsthumbnail >/dev/null || packages+=(libvips-tools)
