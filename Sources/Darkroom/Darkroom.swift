@@ -1,4 +1,5 @@
 @_exported import DarkroomCore
+@_exported import DarkroomCache
 @_exported import DarkroomCurl
 @_exported import DarkroomVips
 
@@ -71,11 +72,10 @@ public enum Darkroom {
     }
     registry.registerPassThrough(
       "cache",
-      summary: "A checkpoint: stores the value flowing through it; later runs of the same source resume after it (memory store).",
+      summary: "A checkpoint: stores the value flowing through it; later runs of the same source resume after it (memory, disk).",
       options: CacheOptions.self
-    ) { options, _ in
-      CacheFactory(
-        store: MemoryStore.shared, maxAge: options.maxAge.map { .milliseconds(Int($0 * 1000)) }, prefix: options.prefix)
+    ) { options, context in
+      CacheFactory(store: try options.makeStore(in: context), maxAge: options.duration, prefix: options.prefix)
     }
     registry.register(
       "save", summary: "Writes the fetched bytes unchanged into the output directory ({name}.{ext}), atomically.",

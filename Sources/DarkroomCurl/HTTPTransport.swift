@@ -84,3 +84,14 @@ public struct HTTPTransport: FetchTransport {
     return ceiling * fraction
   }
 }
+
+extension HTTPTransport: ConditionalFetchTransport {
+  /// A conditional request with the stored `ETag` and `Last-Modified`.
+  public func fetch(
+    _ source: ImageSource, limits: FetchLimits, validators: CacheValidators, context: StageContext
+  ) async throws -> FetchedData {
+    try await fetch(
+      source, ifNoneMatch: validators.etag, ifModifiedSince: validators.lastModified.flatMap(HTTPDate.parse),
+      maxBytes: min(limits.maxBytes, options.maxBytes), progress: context.reportProgress)
+  }
+}

@@ -237,7 +237,7 @@ struct HTTPTransportTests {
     defer { Task { try? await server.shutdown() } }
     var http = HTTPOptions()
     http.allowHosts = ["127.0.0.1"]
-    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let store = MemoryStore(costLimit: 10 << 20)
     let pipeline = Pipeline(name: "cached") {
       Fetcher(transports: [HTTPTransport(options: http)])
       Cache<FetchedData>(store: store)

@@ -21,7 +21,7 @@ struct CheckpointTests {
 
   @Test("a second run is answered by the last checkpoint without running a stage")
   func hitSkipsEverything() async throws {
-    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let store = MemoryStore(costLimit: 10 << 20)
     let pipeline = Pipeline(name: "thumb") {
       Fetcher()
       Decoder()
@@ -45,7 +45,7 @@ struct CheckpointTests {
 
   @Test("a run resumes after the latest checkpoint that has the value (the source is gone)")
   func resumeInTheMiddle() async throws {
-    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let store = MemoryStore(costLimit: 10 << 20)
     let path = try temporaryImage()
     func pipeline(width: Int) -> Pipeline<ImageSource, EncodedImage> {
       Pipeline(name: "resume") {
@@ -73,7 +73,7 @@ struct CheckpointTests {
 
   @Test("maxAge below zero never keeps the value in memory; prefixes separate variants")
   func maxAgeAndPrefix() async throws {
-    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let store = MemoryStore(costLimit: 10 << 20)
     let path = try temporaryImage()
     defer { try? FileManager.default.removeItem(atPath: path) }
     let never = Pipeline(name: "never") {
@@ -97,7 +97,7 @@ struct CheckpointTests {
 
   @Test("purge by source removes every variant of that source and nothing else")
   func purgeBySource() async throws {
-    let store = MemoryStore(cache: MemoryCache(costLimit: 10 << 20))
+    let store = MemoryStore(costLimit: 10 << 20)
     let first = try temporaryImage()
     let second = try temporaryImage()
     defer {

@@ -150,20 +150,3 @@ public struct SaveOptions: StageOptions {
     return problems
   }
 }
-
-/// JSON options of the `cache` stage.
-public struct CacheOptions: StageOptions {
-  public var store: String
-  public var maxAge: Double?
-  public var prefix: String
-
-  public static let specs = [
-    OptionSpec(
-      "store", .choice(["memory"]), default: "memory", "Where values are kept (disk and image tables arrive with issue 4)."),
-    OptionSpec(
-      "maxAge", .number(),
-      "Seconds to keep a value: > 0 overrides the response's headers; 0 or absent uses Cache-Control/Expires; < 0 never keeps it in memory."
-    ),
-    OptionSpec("prefix", .string, default: "", "Separates otherwise equal keys, so several variants of one source can coexist."),
-  ]
-}

@@ -53,6 +53,9 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     shard(for: key).withLock { $0.insert(value, for: key, cost: max(0, cost), expiry: expiry) }
   }
 
+  /// Whether `key` has an entry (expired or not), without touching its recency.
+  public func contains(_ key: Key) -> Bool { shard(for: key).withLock { $0.entries[key] != nil } }
+
   /// Removes one entry; returns its value if there was one.
   @discardableResult
   public func removeValue(forKey key: Key) -> Value? {

@@ -49,6 +49,10 @@ extension PipelineError {
     public static let writeFailed = Self("writeFailed")
     /// A cache could not be read or written.
     public static let cacheFailed = Self("cacheFailed")
+    /// A cache entry failed its checksum or could not be read back; it is treated as a miss.
+    public static let cacheCorrupt = Self("cacheCorrupt")
+    /// A cache store cannot be opened or used (locked by another process, wrong format, read-only).
+    public static let cacheUnavailable = Self("cacheUnavailable")
     /// The operation or a stage ran out of time.
     public static let timedOut = Self("timedOut")
     /// The operation was cancelled.

@@ -1,13 +1,40 @@
+import Foundation
+
+/// What a fetched response said about caching: its freshness and validators.
+struct ResponseFacts: Sendable {
+  var freshness: Freshness
+  var validators: CacheValidators
+
+  init(_ fetched: FetchedData, now: Date) {
+    freshness = fetched.freshness(now: now)
+    validators = CacheValidators(fetched)
+  }
+
+  /// Facts inherited from a cache entry a run resumed from (no fetch ran).
+  init(entry: CacheEntry, now: Date) {
+    freshness = entry.expiresAt.map { .lifetime(.seconds(max(0, $0.timeIntervalSince(now)))) } ?? .unspecified
+    validators = entry.validators
+  }
+}
+
 /// The checkpoints of one run: their keys, the lookup that lets a run resume after the latest one
-/// holding a value, and the stores when the run finishes.
+/// holding a value (revalidating a stale one), and the stores when the run finishes.
 struct Checkpoints: Sendable {
   let stages: [AnyStage]
   /// Stage index → key, for every checkpoint stage.
   let keys: [Int: String]
+  let identity: String
+
+  /// Where a run starts: the value, the first stage to run, and what is known about freshness.
+  struct Start {
+    var value: any Sendable
+    var index: Int
+    var facts: ResponseFacts?
+  }
 
   init(stages: [AnyStage], input: any Sendable, source: ImageSource?) {
     self.stages = stages
-    let identity = source?.identity ?? String(describing: input)
+    identity = source?.identity ?? String(describing: input)
     var keys: [Int: String] = [:]
     for (index, stage) in stages.enumerated() {
       guard let checkpoint = stage.base as? any CheckpointStage else { continue }
@@ -17,30 +44,77 @@ struct Checkpoints: Sendable {
     self.keys = keys
   }
 
-  /// The latest checkpoint whose store has the value, with that value; misses are noted.
-  func resume(context: StageContext) async throws -> (index: Int, value: any Sendable)? {
+  private func checkpoint(at index: Int) -> (any CheckpointStage)? { stages[index].base as? any CheckpointStage }
+
+  /// Finds the latest checkpoint with a usable value. A fresh one is a hit; a stale one with
+  /// validators is revalidated through the first stage (a ``RevalidatingStage``): `304` refreshes
+  /// it and resumes after it, anything else resumes after the fetch with the new bytes.
+  func start(
+    input: any Sendable, source: ImageSource?, context: StageContext,
+    runFirstStage: (_ body: () async throws -> any Sendable) async throws -> any Sendable
+  ) async throws -> Start {
     for index in keys.keys.sorted(by: >) {
-      guard let key = keys[index], let checkpoint = stages[index].base as? any CheckpointStage else { continue }
-      if let hit = try await checkpoint.lookup(key: key),
-        ObjectIdentifier(type(of: hit)) == ObjectIdentifier(stages[index].outputType)
-      {
-        context.reportCache(CacheEvent(.hit, store: checkpoint.storeName, stageIndex: index))
-        return (index, hit)
+      guard let key = keys[index], let checkpoint = checkpoint(at: index) else { continue }
+      let store = checkpoint.cacheStore
+      guard let entry = try await store.entry(forKey: key),
+        ObjectIdentifier(type(of: entry.value)) == ObjectIdentifier(stages[index].outputType)
+      else {
+        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index))
+        continue
       }
-      context.reportCache(CacheEvent(.miss, store: checkpoint.storeName, stageIndex: index))
+      let now = store.now
+      if entry.isFresh(at: now) {
+        context.reportCache(CacheEvent(.hit, store: store.name, stageIndex: index))
+        return Start(value: entry.value, index: index + 1, facts: ResponseFacts(entry: entry, now: now))
+      }
+      guard let source, let revalidating = stages.first?.base as? any RevalidatingStage, index > 0 else {
+        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, detail: "stale"))
+        continue
+      }
+      let fetched = try await runFirstStage {
+        try await revalidating.revalidate(source, validators: entry.validators, context: context)
+      }
+      guard let fetched = fetched as? FetchedData else { break }
+      let facts = ResponseFacts(fetched, now: now)
+      guard fetched.notModified else {
+        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, detail: "changed"))
+        return Start(value: fetched, index: 1, facts: facts)
+      }
+      let validators = facts.validators.isEmpty ? entry.validators : facts.validators
+      if let expiry = checkpoint.policy.expiry(
+        now: now, freshness: facts.freshness, validators: validators, storeIsMemory: store.name == "memory")
+      {
+        try await store.refresh(key: key, expiresAt: expiry, validators: validators)
+      } else {
+        try await store.removeEntry(forKey: key)
+      }
+      context.reportCache(CacheEvent(.revalidated, store: store.name, stageIndex: index))
+      var refreshed = entry
+      refreshed.expiresAt =
+        (checkpoint.policy.expiry(now: now, freshness: facts.freshness, validators: validators, storeIsMemory: false) ?? nil)
+      refreshed.validators = validators
+      return Start(value: entry.value, index: index + 1, facts: ResponseFacts(entry: refreshed, now: now))
     }
-    return nil
+    return Start(value: input, index: 0, facts: nil)
   }
 
   /// Stores the values of checkpoints that ran (they missed); a failing store is noted, not fatal.
-  func store(_ pending: [(index: Int, value: any Sendable)], freshness: Freshness?, context: StageContext) async {
+  func store(_ pending: [(index: Int, value: any Sendable)], facts: ResponseFacts?, context: StageContext) async {
     for (index, value) in pending {
-      guard let key = keys[index], let checkpoint = stages[index].base as? any CheckpointStage else { continue }
+      guard let key = keys[index], let checkpoint = checkpoint(at: index) else { continue }
+      let store = checkpoint.cacheStore
+      let now = store.now
+      let validators = facts?.validators ?? .none
+      guard
+        let expiry = checkpoint.policy.expiry(
+          now: now, freshness: facts?.freshness, validators: validators, storeIsMemory: store.name == "memory")
+      else { continue }
       do {
-        try await checkpoint.store(value, key: key, freshness: freshness)
-        context.reportCache(CacheEvent(.stored, store: checkpoint.storeName, stageIndex: index))
+        let entry = CacheEntry(value: value, storedAt: now, expiresAt: expiry, validators: validators)
+        try await store.setEntry(entry, forKey: key, source: identity)
+        context.reportCache(CacheEvent(.stored, store: store.name, stageIndex: index))
       } catch {
-        context.reportCache(CacheEvent(.storeFailed, store: checkpoint.storeName, stageIndex: index, detail: "\(error)"))
+        context.reportCache(CacheEvent(.storeFailed, store: store.name, stageIndex: index, detail: "\(error)"))
       }
     }
   }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Runs stage graphs: the one executor behind every pipeline, built in code or loaded from JSON.
 ///
 /// For each run it creates a ``PipelineOperation`` and a task that runs the graph's stages in
@@ -43,8 +45,13 @@ public struct PipelineExecutor: Sendable {
       let output: Output = try await withTimeout(options.timeout, source: sourceText) {
         let stages = graph.runnableStages
         let checkpoints = Checkpoints(stages: stages, input: input, source: source)
-        let resumed = try await checkpoints.resume(context: context)
-        var run = RunState(value: resumed?.value ?? input, start: resumed.map { $0.index + 1 } ?? 0)
+        let start = try await checkpoints.start(input: input, source: source, context: context) { body in
+          try await runStage(stages[0], index: 0, context: context, operation: operation) { _ in try await body() }
+        }
+        var run = RunState(value: start.value, start: start.index, facts: start.facts)
+        if start.index == 1, let fetched = start.value as? FetchedData, checkpoints.keys[0] != nil {
+          run.pending.append((0, fetched))
+        }
         try await runStages(stages, state: &run, checkpoints: checkpoints, context: context, operation: operation)
         let value = run.value
         guard let output = value as? Output else {
@@ -54,7 +61,7 @@ public struct PipelineExecutor: Sendable {
           )
         }
         if operation.handle(.outputReady) {
-          await checkpoints.store(run.pending, freshness: run.freshness, context: context)
+          await checkpoints.store(run.pending, facts: run.facts, context: context)
           try await runWillFinishHooks(options.willFinishHooks, output: output, info: operation.info, source: sourceText)
         }
         return output
@@ -94,8 +101,8 @@ public struct PipelineExecutor: Sendable {
   struct RunState {
     var value: any Sendable
     var start: Int
+    var facts: ResponseFacts?
     var pending: [(index: Int, value: any Sendable)] = []
-    var freshness: Freshness?
   }
 
   private static func runStages<Output: Sendable>(
@@ -106,25 +113,37 @@ public struct PipelineExecutor: Sendable {
     defer { state.value = value }
     for (index, stage) in stages.enumerated() where index >= state.start {
       try Task.checkCancellation()
-      let info = StageInfo(index: index, stage: stage)
-      operation.handle(.stageStarted(info))
-      let clock = ContinuousClock()
-      let started = clock.now
-      do {
-        value = try await stage.process(value, context: context)
-      } catch let error as PipelineError {
-        throw error.attributed(stageKind: stage.kind, stageIdentifier: stage.identifier, source: context.source?.description)
-      } catch let error as CancellationError {
-        throw error
-      } catch {
-        throw PipelineError(
-          .stageFailed, "stage \"\(stage.kind)\" failed: \(error)", stageKind: stage.kind, stageIdentifier: stage.identifier,
-          source: context.source?.description, cause: error)
+      value = try await runStage(stage, index: index, context: context, operation: operation) { context in
+        try await stage.process(value, context: context)
       }
-      operation.handle(.stageFinished(info, clock.now - started))
-      if let fetched = value as? FetchedData, fetched.status != nil { state.freshness = fetched.freshness() }
+      if let fetched = value as? FetchedData, fetched.status != nil { state.facts = ResponseFacts(fetched, now: Date()) }
       if checkpoints.keys[index] != nil { state.pending.append((index, value)) }
     }
+  }
+
+  /// Runs one stage's work with its lifecycle events and error attribution.
+  private static func runStage<Output: Sendable>(
+    _ stage: AnyStage, index: Int, context: StageContext, operation: PipelineOperation<Output>,
+    _ body: (StageContext) async throws -> any Sendable
+  ) async throws -> any Sendable {
+    let info = StageInfo(index: index, stage: stage)
+    operation.handle(.stageStarted(info))
+    let clock = ContinuousClock()
+    let started = clock.now
+    let value: any Sendable
+    do {
+      value = try await body(context)
+    } catch let error as PipelineError {
+      throw error.attributed(stageKind: stage.kind, stageIdentifier: stage.identifier, source: context.source?.description)
+    } catch let error as CancellationError {
+      throw error
+    } catch {
+      throw PipelineError(
+        .stageFailed, "stage \"\(stage.kind)\" failed: \(error)", stageKind: stage.kind, stageIdentifier: stage.identifier,
+        source: context.source?.description, cause: error)
+    }
+    operation.handle(.stageFinished(info, clock.now - started))
+    return value
   }
 
   /// Runs `body`, failing with `timedOut` when it takes longer than `limit`.

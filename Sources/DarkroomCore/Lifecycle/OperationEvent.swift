@@ -99,8 +99,10 @@ public struct CacheEvent: Sendable, Hashable, Codable, CustomStringConvertible {
   public enum Outcome: String, Sendable, Hashable, Codable {
     /// The store had the value: the run resumed after this checkpoint.
     case hit
-    /// The store did not have it (or it had expired).
+    /// The store did not have it (or it had expired; `detail` says `stale` or `changed`).
     case miss
+    /// A stale value was revalidated with a conditional request (`304 Not Modified`) and reused.
+    case revalidated
     /// The value was stored when the operation finished.
     case stored
     /// Storing failed; the operation still succeeds.
@@ -112,7 +114,7 @@ public struct CacheEvent: Sendable, Hashable, Codable, CustomStringConvertible {
   public var store: String
   /// The checkpoint's position in the pipeline as it runs.
   public var stageIndex: Int
-  /// Why a store failed.
+  /// Why a store failed, or why an entry missed.
   public var detail: String?
 
   public init(_ outcome: Outcome, store: String, stageIndex: Int, detail: String? = nil) {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Settings from whoever loads a definition (the runner, a server) that stages may need when they
 /// are created: where outputs go, which directory local sources must stay inside.
 ///
@@ -10,12 +12,25 @@ public struct StageBuildContext: Sendable {
   public var outputDirectory: String?
   /// When set, local sources must resolve (after symlinks) to a path inside this directory.
   public var allowedRoot: String?
+  /// Where `cache` stages with a relative (or no) `directory` keep disk stores and image tables
+  /// (the runner's `--cache-dir`); the working directory when unset.
+  public var cacheDirectory: String?
   /// Free-form settings for user stages.
   public var values: [String: String]
 
-  public init(outputDirectory: String? = nil, allowedRoot: String? = nil, values: [String: String] = [:]) {
+  public init(
+    outputDirectory: String? = nil, allowedRoot: String? = nil, cacheDirectory: String? = nil, values: [String: String] = [:]
+  ) {
     self.outputDirectory = outputDirectory
     self.allowedRoot = allowedRoot
+    self.cacheDirectory = cacheDirectory
     self.values = values
+  }
+
+  /// A cache directory option resolved against ``cacheDirectory``.
+  public func resolveCacheDirectory(_ directory: String?) -> String {
+    let base = cacheDirectory ?? FileManager.default.currentDirectoryPath
+    guard let directory, !directory.isEmpty else { return (base as NSString).appendingPathComponent(".darkroom-cache") }
+    return directory.hasPrefix("/") ? directory : (base as NSString).appendingPathComponent(directory)
   }
 }

@@ -56,6 +56,11 @@ public struct Fetcher: Stage {
   }
 
   public func process(_ source: ImageSource, context: StageContext) async throws -> FetchedData {
+    try await transport(for: source).fetch(source, limits: FetchLimits(maxBytes: maxBytes, roots: roots), context: context)
+  }
+
+  /// The transport serving `source`, once its scheme is allowed.
+  func transport(for source: ImageSource) throws -> any FetchTransport {
     let scheme: String
     switch source.location {
     case .file: scheme = "file"
@@ -77,7 +82,7 @@ public struct Fetcher: Stage {
         "cannot fetch \(source): the scheme \"\(scheme)\" is not supported by this fetch stage (it supports: \(known), and plain paths)",
         source: source.description)
     }
-    return try await transport.fetch(source, limits: FetchLimits(maxBytes: maxBytes, roots: roots), context: context)
+    return transport
   }
 }
 
@@ -112,4 +117,48 @@ public protocol FetchTransport: Sendable {
 
 extension FetchTransport {
   public var identifier: String { schemes.sorted().joined(separator: "+") }
+}
+
+/// A transport that can ask the origin whether a cached copy is still current: HTTP with
+/// `If-None-Match` / `If-Modified-Since`, local files by modification time. An unchanged source
+/// comes back as ``FetchedData/notModified`` with no bytes.
+public protocol ConditionalFetchTransport: FetchTransport {
+  func fetch(
+    _ source: ImageSource, limits: FetchLimits, validators: CacheValidators, context: StageContext
+  ) async throws -> FetchedData
+}
+
+/// A first stage that can revalidate a stale cache entry instead of fetching from scratch.
+public protocol RevalidatingStage: Sendable {
+  /// Fetches `source` unless it still matches `validators` (then ``FetchedData/notModified``).
+  func revalidate(_ source: ImageSource, validators: CacheValidators, context: StageContext) async throws -> FetchedData
+}
+
+extension Fetcher: RevalidatingStage {
+  /// Revalidates through a ``ConditionalFetchTransport``; other transports fetch again.
+  public func revalidate(_ source: ImageSource, validators: CacheValidators, context: StageContext) async throws -> FetchedData {
+    let transport = try transport(for: source)
+    let limits = FetchLimits(maxBytes: maxBytes, roots: roots)
+    if let conditional = transport as? any ConditionalFetchTransport {
+      return try await conditional.fetch(source, limits: limits, validators: validators, context: context)
+    }
+    return try await transport.fetch(source, limits: limits, context: context)
+  }
+}
+
+extension FileTransport: ConditionalFetchTransport {
+  /// Not modified when the file's modification time equals the validator's `Last-Modified`.
+  public func fetch(
+    _ source: ImageSource, limits: FetchLimits, validators: CacheValidators, context: StageContext
+  ) async throws -> FetchedData {
+    let fetched = try await fetch(source, limits: limits, context: context)
+    guard let stored = validators.lastModified, let modified = fetched.lastModified, HTTPDate.format(modified) == stored else {
+      return fetched
+    }
+    var unchanged = FetchedData(
+      source: source, bytes: ImageBytes([]), contentType: fetched.contentType, lastModified: modified,
+      metadata: fetched.metadata)
+    unchanged.notModified = true
+    return unchanged
+  }
 }

@@ -1,0 +1,125 @@
+import DarkroomCore
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One disk-cache entry file: a fixed header, JSON metadata and the payload, covered by a CRC-32.
+///
+/// Layout (little-endian): `DRKCACHE` · version u32 · metadata length u32 · payload length u64 ·
+/// CRC-32 of metadata + payload u32 · reserved u32 · metadata · payload. The metadata names the
+/// key, so a file never answers for another key. Anything that does not add up is `cacheCorrupt`.
+enum DiskEntryFile {
+  static let magic = Array("DRKCACHE".utf8)
+  static let version: UInt32 = 1
+  static let headerSize = 32
+
+  struct Metadata: Codable {
+    var key: String
+    var type: String
+    var fields: [String: String]
+  }
+
+  /// Writes an entry to `path` (a new temporary file) and flushes it to disk.
+  static func write(to path: String, key: String, record: CacheRecord, type: String) throws {
+    let metadata = try JSONEncoder().encode(Metadata(key: key, type: type, fields: record.fields))
+    var crc = Checksum.crc32(metadata)
+    record.payload.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
+    var header = magic
+    append(version, to: &header)
+    append(UInt32(metadata.count), to: &header)
+    append(UInt64(record.payload.count), to: &header)
+    append(crc, to: &header)
+    append(UInt32(0), to: &header)
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    guard descriptor >= 0 else { throw failure("cannot create \(path)") }
+    defer { close(descriptor) }
+    try header.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
+    try metadata.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
+    try record.payload.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
+    guard fsync(descriptor) == 0 else { throw failure("cannot flush \(path) to disk") }
+  }
+
+  /// Reads and verifies an entry; `nil` when the file is gone.
+  static func read(path: String, key: String) throws -> (type: String, record: CacheRecord)? {
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    guard descriptor >= 0 else {
+      if errno == ENOENT { return nil }
+      throw failure("cannot open \(path)")
+    }
+    defer { close(descriptor) }
+    var status = stat()
+    guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw corrupt(path, "not a regular file") }
+    let fileSize = Int(status.st_size)
+    guard fileSize >= headerSize else { throw corrupt(path, "shorter than its header") }
+    var header = [UInt8](repeating: 0, count: headerSize)
+    try header.withUnsafeMutableBytes { try readAll(descriptor, $0, at: 0, path: path) }
+    guard Array(header[0..<8]) == magic, load(UInt32.self, header, 8) == version else { throw corrupt(path, "wrong header") }
+    let metadataCount = Int(load(UInt32.self, header, 12))
+    let payloadCount = Int(truncatingIfNeeded: load(UInt64.self, header, 16))
+    let expected = load(UInt32.self, header, 24)
+    guard payloadCount >= 0, metadataCount <= 1 << 20, headerSize + metadataCount + payloadCount == fileSize else {
+      throw corrupt(path, "torn (its lengths do not add up to its size)")
+    }
+    var metadataBytes = [UInt8](repeating: 0, count: metadataCount)
+    try metadataBytes.withUnsafeMutableBytes { try readAll(descriptor, $0, at: headerSize, path: path) }
+    let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: max(payloadCount, 1), alignment: 16)
+    let bytes = ImageBytes(adopting: UnsafeMutableRawBufferPointer(start: payload.baseAddress, count: payloadCount))
+    try readAll(descriptor, payload, count: payloadCount, at: headerSize + metadataCount, path: path)
+    var crc = Checksum.crc32(metadataBytes)
+    bytes.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
+    guard crc == expected else { throw corrupt(path, "failed its checksum") }
+    guard let metadata = try? JSONDecoder().decode(Metadata.self, from: Data(metadataBytes)) else {
+      throw corrupt(path, "has unreadable metadata")
+    }
+    guard metadata.key == key else { return nil }
+    return (metadata.type, CacheRecord(fields: metadata.fields, payload: bytes))
+  }
+
+  private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+    withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+  }
+
+  private static func load<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], _ offset: Int) -> T {
+    bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+  }
+
+  private static func writeAll(_ descriptor: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws {
+    var done = 0
+    while done < buffer.count {
+      let count = Glibc.write(descriptor, buffer.baseAddress! + done, buffer.count - done)
+      if count < 0 {
+        if errno == EINTR { continue }
+        throw failure("cannot write \(path)")
+      }
+      done += count
+    }
+  }
+
+  private static func readAll(
+    _ descriptor: Int32, _ buffer: UnsafeMutableRawBufferPointer, count: Int? = nil, at offset: Int, path: String
+  ) throws {
+    let total = count ?? buffer.count
+    var done = 0
+    while done < total {
+      let result = pread(descriptor, buffer.baseAddress! + done, total - done, off_t(offset + done))
+      if result < 0 {
+        if errno == EINTR { continue }
+        throw failure("cannot read \(path)")
+      }
+      if result == 0 { throw corrupt(path, "ended early") }
+      done += result
+    }
+  }
+
+  static func failure(_ what: String) -> PipelineError {
+    let reason = String(cString: strerror(errno))
+    let hint = errno == ENOSPC || errno == EDQUOT ? " (free space or lower the store's maxBytes)" : ""
+    return PipelineError(.cacheFailed, "\(what): \(reason)\(hint)", cause: LibraryMessage(library: "posix", text: reason))
+  }
+
+  static func corrupt(_ path: String, _ why: String) -> PipelineError {
+    PipelineError(.cacheCorrupt, "the cache entry \(path) \(why); it is ignored and removed")
+  }
+}

@@ -1,0 +1,74 @@
+import Foundation
+
+/// Where a ``Cache`` checkpoint keeps values: memory, a disk directory, image tables, or a store
+/// of your own.
+///
+/// A store returns entries that are fresh or that can be revalidated (stale with validators); it
+/// drops expired entries that cannot. Every store keeps an index from source identity to keys, so
+/// ``purge(source:)`` removes every variant of one source without scanning.
+///
+/// ```swift
+/// struct NullStore: CacheStore {
+///   let name = "null"
+///   func entry(forKey key: String) async throws -> CacheEntry? { nil }
+///   func setEntry(_ entry: CacheEntry, forKey key: String, source: String) async throws {}
+///   …
+/// }
+/// ```
+public protocol CacheStore: Sendable {
+  /// The store's kind for events and statistics (`"memory"`, `"disk"`, `"table"`).
+  var name: String { get }
+  /// The entry for `key` when it is fresh or can be revalidated.
+  func entry(forKey key: String) async throws -> CacheEntry?
+  /// Stores an entry; `source` is the identity of the source it derives from (for purging).
+  func setEntry(_ entry: CacheEntry, forKey key: String, source: String) async throws
+  /// Gives a revalidated entry (a `304 Not Modified`) a new expiry and validators.
+  func refresh(key: String, expiresAt: Date?, validators: CacheValidators) async throws
+  /// Whether values of this type can be kept (a disk store needs a byte form).
+  func accepts(_ type: Any.Type) -> Bool
+  /// What values it keeps, for error messages ("bytes (after fetch) and encoded images (after encode)").
+  var keeps: String { get }
+  /// Removes one entry.
+  func removeEntry(forKey key: String) async throws
+  /// Removes everything.
+  func removeAll() async throws
+  /// Removes every value derived from `source` — every variant, prefix and upstream
+  /// configuration; returns how many entries went.
+  @discardableResult
+  func purge(source: ImageSource) async throws -> Int
+  /// What the store holds.
+  func statistics() async throws -> CacheStatistics
+  /// The store's clock (injectable in tests).
+  var now: Date { get }
+}
+
+extension CacheStore {
+  public func accepts(_ type: Any.Type) -> Bool { true }
+  public var keeps: String { "any value" }
+  public var now: Date { Date() }
+}
+
+/// Cache keys: the checkpoint's prefix, the source identity and the upstream stage identifiers,
+/// joined by the unit separator (U+001F), which never appears in identities.
+public enum CacheKey {
+  static let separator: Character = "\u{1F}"
+
+  /// The key of a checkpoint.
+  public static func make(prefix: String, source identity: String, upstream: [String]) -> String {
+    ([prefix, identity] + upstream).joined(separator: String(separator))
+  }
+
+  /// The source identity a key belongs to.
+  public static func sourceIdentity(of key: String) -> Substring? {
+    let parts = key.split(separator: separator, maxSplits: 2, omittingEmptySubsequences: false)
+    return parts.count >= 2 ? parts[1] : nil
+  }
+}
+
+/// What a value costs to keep in memory, in bytes (values without it count 1 KiB).
+public protocol CacheCost {
+  var cacheCost: Int { get }
+}
+
+extension EncodedImage: CacheCost { public var cacheCost: Int { bytes.count } }
+extension FetchedData: CacheCost { public var cacheCost: Int { bytes.count } }
