@@ -1,5 +1,5 @@
-@_exported import DarkroomCore
 @_exported import DarkroomCache
+@_exported import DarkroomCore
 @_exported import DarkroomCurl
 @_exported import DarkroomVips
 

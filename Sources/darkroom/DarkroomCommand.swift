@@ -15,7 +15,7 @@ struct DarkroomCommand: AsyncParsableCommand {
       Exit status: 0 when every input succeeded, 1 when any input failed, 2 when a pipeline file is \
       invalid, 64 when the command line is wrong.
       """,
-    subcommands: [RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self]
+    subcommands: [RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self]
   )
 
   static func main() async {

@@ -37,6 +37,9 @@ struct RunCommand: AsyncParsableCommand {
   @Option(help: "Only read local sources inside this directory (symlinks resolved).")
   var root: String?
 
+  @Option(help: "Where cache stages keep disk stores and image tables whose directory is relative or unset.")
+  var cacheDir: String?
+
   @Option(help: "Time limit per image, in seconds.")
   var timeout: Double = 60
 
@@ -66,7 +69,7 @@ struct RunCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let context = StageBuildContext(outputDirectory: output, allowedRoot: root)
+    let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir)
     var graph: StageGraph
     do {
       graph = try PipelineDefinition.load(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)

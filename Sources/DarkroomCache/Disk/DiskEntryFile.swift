@@ -21,8 +21,9 @@ enum DiskEntryFile {
     var fields: [String: String]
   }
 
-  /// Writes an entry to `path` (a new temporary file) and flushes it to disk.
-  static func write(to path: String, key: String, record: CacheRecord, type: String) throws {
+  /// Writes an entry to `path` (a new temporary file) and flushes it to disk; returns its size.
+  @discardableResult
+  static func write(to path: String, key: String, record: CacheRecord, type: String) throws -> Int {
     let metadata = try JSONEncoder().encode(Metadata(key: key, type: type, fields: record.fields))
     var crc = Checksum.crc32(metadata)
     record.payload.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
@@ -39,6 +40,7 @@ enum DiskEntryFile {
     try metadata.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     try record.payload.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     guard fsync(descriptor) == 0 else { throw failure("cannot flush \(path) to disk") }
+    return header.count + metadata.count + record.payload.count
   }
 
   /// Reads and verifies an entry; `nil` when the file is gone.

@@ -114,10 +114,9 @@ public final class DiskStore: CacheStore {
   private func write(_ entry: CacheEntry, record: CacheRecord, tag: String, key: String, source: String) throws {
     let relative = Self.relativePath(for: key)
     let temporary = directory + "/tmp/" + UUID().uuidString + ".partial"
-    try DiskEntryFile.write(to: temporary, key: key, record: record, type: tag)
+    let size = try DiskEntryFile.write(to: temporary, key: key, record: record, type: tag)
     let final = directory + "/" + relative
     let subdirectory = (final as NSString).deletingLastPathComponent
-    let size = DiskEntryFile.headerSize + record.payload.count
     let pendingAccesses = accesses.drain()
     do {
       try index.write { db in
@@ -238,6 +237,9 @@ public final class DiskStore: CacheStore {
     }
     return removed
   }
+
+  /// The file an entry for `key` lives in (whether or not it exists).
+  public func filePath(forKey key: String) -> String { directory + "/" + Self.relativePath(for: key) }
 
   static func relativePath(for key: String) -> String {
     let digest = SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()

@@ -1,0 +1,30 @@
+import Foundation
+
+/// A wall clock tests move by hand, for stores' `now:` parameters: lifetimes are tested without
+/// waiting.
+///
+/// ```swift
+/// let clock = ManualClock()
+/// let store = MemoryStore(costLimit: 1 << 20, now: { clock.now })
+/// clock.advance(61)
+/// ```
+public final class ManualClock: @unchecked Sendable {
+  private let lock = NSLock()
+  private var current: Date
+
+  public init(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = start }
+
+  /// The current time.
+  public var now: Date {
+    lock.lock()
+    defer { lock.unlock() }
+    return current
+  }
+
+  /// Moves the clock forward.
+  public func advance(_ seconds: TimeInterval) {
+    lock.lock()
+    current += seconds
+    lock.unlock()
+  }
+}

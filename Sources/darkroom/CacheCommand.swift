@@ -1,0 +1,115 @@
+import ArgumentParser
+import Darkroom
+import Foundation
+
+/// `darkroom cache stats|purge|clear|sweep PIPELINE`: inspects and empties the stores a
+/// pipeline's cache stages use.
+struct CacheCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "cache", abstract: "Inspect and empty the caches of a pipeline file.",
+    subcommands: [Stats.self, Purge.self, Clear.self, Sweep.self])
+
+  struct Selection: ParsableArguments {
+    @Argument(help: "The pipeline JSON file whose cache stages name the stores.")
+    var pipeline: String
+
+    @Option(help: "The directory relative cache directories resolve against (as given to 'darkroom run').")
+    var cacheDir: String?
+
+    @Option(help: "Only this store kind: memory, disk or table.")
+    var store: String?
+
+    /// The distinct stores of the pipeline's cache stages.
+    func stores() throws -> [any CacheStore] {
+      let context = StageBuildContext(cacheDirectory: cacheDir)
+      let graph: StageGraph
+      do {
+        graph = try PipelineDefinition.load(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
+      } catch {
+        Terminal.error("error: invalid pipeline: \(error.message)")
+        throw ExitStatus.invalidPipeline
+      }
+      var seen: Set<String> = []
+      var stores: [any CacheStore] = []
+      for stage in graph.stages {
+        guard let checkpoint = stage.base as? any CheckpointStage else { continue }
+        let store = checkpoint.cacheStore
+        if let wanted = self.store, store.name != wanted { continue }
+        let id = (store as AnyObject?).map { "\(ObjectIdentifier($0).hashValue)" } ?? store.name
+        if seen.insert(id).inserted { stores.append(store) }
+      }
+      if stores.isEmpty {
+        Terminal.error("error: \(pipeline) has no cache stage\(store.map { " with a \($0) store" } ?? "")")
+        throw ExitCode.validationFailure
+      }
+      return stores
+    }
+  }
+
+  struct Stats: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Entries and bytes per store.")
+    @OptionGroup var selection: Selection
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+      var all: [CacheStatistics] = []
+      for store in try selection.stores() { all.append(try await store.statistics()) }
+      if json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(all), as: UTF8.self))
+        return
+      }
+      for stats in all {
+        let limit =
+          stats.byteLimit.map { " of \(ByteCountFormatter.string(fromByteCount: Int64($0), countStyle: .binary))" } ?? ""
+        let place = stats.location.map { " in \($0)" } ?? " (this process only)"
+        print(
+          "\(stats.store)\(place): \(stats.entries) entries, "
+            + "\(ByteCountFormatter.string(fromByteCount: Int64(stats.bytes), countStyle: .binary))\(limit)")
+      }
+    }
+  }
+
+  struct Purge: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove every cached variant of the given sources.")
+    @OptionGroup var selection: Selection
+    @Argument(help: "Sources (paths or URLs, as given to 'darkroom run').") var sources: [String]
+
+    func run() async throws {
+      let stores = try selection.stores()
+      for text in sources {
+        let source = ImageSource(text)
+        var removed = 0
+        for store in stores { removed += try await store.purge(source: source) }
+        print("\(source): \(removed) entr\(removed == 1 ? "y" : "ies") removed")
+      }
+    }
+  }
+
+  struct Clear: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove every entry.")
+    @OptionGroup var selection: Selection
+
+    func run() async throws {
+      for store in try selection.stores() {
+        let before = try await store.statistics()
+        try await store.removeAll()
+        print("\(store.name): \(before.entries) entries removed")
+      }
+    }
+  }
+
+  struct Sweep: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+      abstract: "Remove files a disk store's index does not know (left by killed processes).")
+    @OptionGroup var selection: Selection
+
+    func run() async throws {
+      for store in try selection.stores() {
+        guard let disk = store as? DiskStore else { continue }
+        print("disk \(disk.directory): \(try disk.sweep()) stray files removed")
+      }
+    }
+  }
+}
