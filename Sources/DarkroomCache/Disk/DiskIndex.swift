@@ -2,6 +2,10 @@ import DarkroomCore
 import Foundation
 import GRDB
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The disk store's index: an SQLite database (through GRDB) in WAL mode, shared by every process
 /// using the directory. One row per entry: its key, source, file, size, type, times and validators.
 ///
@@ -23,20 +27,28 @@ final class DiskIndex: Sendable {
     configuration.busyMode = .timeout(30)
     configuration.label = "darkroom.disk-cache"
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+    // Switching a new database to WAL fails at once (SQLITE_BUSY, no busy handler) when another
+    // process does the same: opening is serialised across processes by a lock file.
+    let lock = Glibc.open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    guard lock >= 0 else { throw DiskEntryFile.failure("cannot create \(path).lock") }
+    defer { close(lock) }
+    while flock(lock, LOCK_EX) != 0 && errno == EINTR {}
+    defer { flock(lock, LOCK_UN) }
     database = try DatabasePool(path: path, configuration: configuration)
-    var migrator = DatabaseMigrator()
-    migrator.registerMigration("v1") { db in
+    // Several processes may open a new directory at once: the schema is created in an immediate
+    // transaction with IF NOT EXISTS, so they serialise instead of racing a migration.
+    try write { db in
       try db.execute(
         sql: """
-          CREATE TABLE entries (
+          CREATE TABLE IF NOT EXISTS entries (
             key TEXT PRIMARY KEY NOT NULL, source TEXT NOT NULL, file TEXT NOT NULL, size INTEGER NOT NULL,
             type TEXT NOT NULL, storedAt REAL NOT NULL, expiresAt REAL, accessedAt REAL NOT NULL,
             etag TEXT, lastModified TEXT);
-          CREATE INDEX entries_source ON entries(source);
-          CREATE INDEX entries_accessed ON entries(accessedAt);
+          CREATE INDEX IF NOT EXISTS entries_source ON entries(source);
+          CREATE INDEX IF NOT EXISTS entries_accessed ON entries(accessedAt);
+          PRAGMA user_version = 1;
           """)
     }
-    try migrator.migrate(database)
   }
 
   func row(forKey key: String) throws -> Row? {

@@ -1,0 +1,118 @@
+import Darkroom
+import DarkroomTesting
+import Foundation
+import Testing
+
+/// Several `darkroom` processes on one disk cache, and one killed mid-write.
+@Suite("Disk cache across processes", .serialized)
+struct DiskCacheProcessTests {
+  static let pipeline = """
+    {"version": 1, "name": "shared-cache", "stages": [
+      {"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 120},
+      {"stage": "encode", "format": "png"}, {"stage": "cache", "store": "disk", "directory": "shared", "maxAge": 3600}]}
+    """
+
+  /// A folder of distinct generated JPEGs and the pipeline file.
+  func fixtures(count: Int, size: Int) throws -> (root: String, images: String, pipeline: String) {
+    let root = try Runner.temporaryDirectory()
+    let images = root + "/images"
+    try FileManager.default.createDirectory(atPath: images, withIntermediateDirectories: true)
+    for index in 0..<count {
+      let bytes = try TestImages.encoded(.jpeg(quality: 90), width: size + index, height: size * 3 / 4, quadrants: index % 2 == 0)
+      _ = try TestImages.write(bytes, named: "img\(index).jpg", in: images)
+    }
+    let pipeline = root + "/pipeline.json"
+    try Self.pipeline.write(toFile: pipeline, atomically: true, encoding: .utf8)
+    return (root, images, pipeline)
+  }
+
+  func launch(_ arguments: [String]) throws -> (Process, Pipe) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Runner.executable)
+    process.arguments = arguments
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = out
+    try process.run()
+    return (process, out)
+  }
+
+  func outputs(in directory: String) throws -> [String: Data] {
+    var files: [String: Data] = [:]
+    for name in try FileManager.default.contentsOfDirectory(atPath: directory) {
+      files[name] = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+    }
+    return files
+  }
+
+  func cacheOutcomes(_ jsonl: String) throws -> [String] {
+    try jsonl.split(separator: "\n").map { try JSONParser.parse(String($0)) }.filter { $0["event"] == "cache" }.compactMap {
+      if case .string(let outcome)? = $0["outcome"] { outcome } else { nil }
+    }
+  }
+
+  @Test("four processes fill one disk cache at once; a fifth is answered from it entirely")
+  func concurrentProcesses() throws {
+    let (root, images, pipeline) = try fixtures(count: 12, size: 160)
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let runs = try (0..<4).map { index in
+      try launch(["run", pipeline, images, "-o", "\(root)/out\(index)", "--cache-dir", root, "--quiet", "--jobs", "2"])
+    }
+    for (process, out) in runs {
+      let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      process.waitUntilExit()
+      #expect(process.terminationStatus == 0, "\(text)")
+    }
+    let reference = try outputs(in: "\(root)/out0")
+    #expect(reference.count == 12)
+    for index in 1..<4 { #expect(try outputs(in: "\(root)/out\(index)") == reference) }
+
+    let last = try Runner.run(["run", pipeline, images, "-o", "\(root)/out4", "--cache-dir", root, "--events", "jsonl"])
+    #expect(last.status == 0)
+    #expect(try cacheOutcomes(last.stdout) == Array(repeating: "hit", count: 12))
+    #expect(!last.stdout.contains("\"stage\":\"decode"))
+    #expect(try outputs(in: "\(root)/out4") == reference)
+    let store = try DiskStore(directory: root + "/shared")
+    #expect(try store.sweep() == 0)
+  }
+
+  @Test("a process killed with SIGKILL in the middle of writes never leaves an entry that is served wrong")
+  func killedMidWrite() async throws {
+    let (root, images, pipeline) = try fixtures(count: 40, size: 700)
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let (victim, out) = try launch([
+      "run", pipeline, images, "-o", "\(root)/killed", "--cache-dir", root, "--events", "jsonl", "--jobs", "2",
+    ])
+    // Kill it once a few entries are stored and more are being written.
+    let stored = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+      Thread {
+        var buffer = Data()
+        var count = 0
+        while count < 5 {
+          let chunk = out.fileHandleForReading.availableData
+          if chunk.isEmpty { break }
+          buffer.append(chunk)
+          count = String(decoding: buffer, as: UTF8.self).components(separatedBy: "\"outcome\":\"stored\"").count - 1
+        }
+        kill(victim.processIdentifier, SIGKILL)
+        continuation.resume(returning: count)
+      }.start()
+    }
+    victim.waitUntilExit()
+    #expect(victim.terminationReason == .uncaughtSignal)
+    #expect(stored >= 5)
+
+    // A clean run in a fresh cache gives the reference outputs.
+    let clean = try Runner.run(["run", pipeline, images, "-o", "\(root)/clean", "--cache-dir", root + "/fresh", "--quiet"])
+    #expect(clean.status == 0)
+    // The survivor cache serves what it has, recomputes the rest, and every output matches.
+    let resumed = try Runner.run(["run", pipeline, images, "-o", "\(root)/resumed", "--cache-dir", root, "--events", "jsonl"])
+    #expect(resumed.status == 0)
+    let outcomes = try cacheOutcomes(resumed.stdout)
+    #expect(outcomes.filter { $0 == "hit" }.count >= 5)
+    #expect(try outputs(in: "\(root)/resumed") == outputs(in: "\(root)/clean"))
+    let store = try DiskStore(directory: root + "/shared")
+    _ = try store.sweep()
+    #expect(try await store.statistics().entries == 40)
+  }
+}
