@@ -96,6 +96,9 @@ struct RunCommand: AsyncParsableCommand {
       }
     }
     HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency)
+    // The memory store sheds half its entries whenever the cgroup runs short of memory.
+    let pressureMonitor = MemoryStore.shared.trimOnMemoryPressure()
+    defer { pressureMonitor.stop() }
     let sources = InputExpander(recursive: recursive).expand(inputs + listed)
     if sources.isEmpty {
       Terminal.error("error: no inputs: the given folders hold no image files, or the input list is empty")
