@@ -44,7 +44,7 @@ public enum Darkroom {
     ) { options, _ in
       Decoder(
         maxPixels: options.maxPixels, autoRotate: options.autoRotate, convertToSRGB: options.convertToSRGB,
-        lenient: options.lenient)
+        lenient: options.lenient, share: options.share)
     }
     registry.register(
       "crop", summary: "Keeps part of the image: a relative or pixel rectangle, a box at a gravity, or a smart crop.",

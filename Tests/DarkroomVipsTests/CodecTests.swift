@@ -122,3 +122,28 @@ struct CodecTests {
 extension EncodeFormat: CustomTestStringConvertible {
   public var testDescription: String { identifier }
 }
+
+@Suite("Live decoded images")
+struct LiveImageTests {
+  @Test("concurrent shared decodes of identical bytes (any source) share one in-memory image")
+  func sharedDecode() async throws {
+    let bytes = try TestImages.encoded(.png(), width: 300, height: 200)
+    let copy = ImageBytes(Array(bytes.data))  // same content, another buffer
+    let other = try TestImages.encoded(.png(), width: 300, height: 200, quadrants: true)
+    let decoder = Decoder(share: true)
+    let images = try await withThrowingTaskGroup(of: DecodedImage.self) { group in
+      for index in 0..<24 {
+        let input = FetchedData(source: ImageSource(path: "/photos/\(index).png"), bytes: index % 2 == 0 ? bytes : copy)
+        group.addTask { try await decoder.process(input, context: StageContext()) }
+      }
+      return try await group.reduce(into: [DecodedImage]()) { $0.append($1) }
+    }
+    #expect(images.allSatisfy { $0.image === images[0].image })
+    #expect(Set(images.map(\.source)).count == 24)
+    let different = try await decoder.process(FetchedData(source: ImageSource("x.png"), bytes: other), context: StageContext())
+    #expect(different.image !== images[0].image)
+    #expect(images[0].image.width == 300 && images[0].image.height == 200)
+    let plain = try await Decoder().process(FetchedData(source: ImageSource("y.png"), bytes: bytes), context: StageContext())
+    #expect(plain.image !== images[0].image)
+  }
+}

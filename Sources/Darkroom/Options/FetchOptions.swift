@@ -84,6 +84,7 @@ public struct DecodeOptions: StageOptions {
   public var autoRotate: Bool
   public var convertToSRGB: Bool
   public var lenient: Bool
+  public var share: Bool
 
   public static let specs = [
     OptionSpec(
@@ -94,6 +95,9 @@ public struct DecodeOptions: StageOptions {
     OptionSpec(
       "lenient", .boolean, default: false,
       "Accept truncated or damaged pixel data and return what could be decoded, marked partial (decodes eagerly)."),
+    OptionSpec(
+      "share", .boolean, default: false,
+      "Share one in-memory decode between operations decoding identical bytes at the same time (no shrink-on-load)."),
   ]
 }
 

@@ -61,12 +61,17 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   public func prefix(_ n: Int) -> [UInt8] { Array(storage.prefix(n)) }
 
   public static func == (lhs: ImageBytes, rhs: ImageBytes) -> Bool {
-    lhs === rhs || lhs.storage.elementsEqual(rhs.storage)
+    guard lhs !== rhs else { return true }
+    guard lhs.count == rhs.count else { return false }
+    guard let left = lhs.storage.baseAddress, let right = rhs.storage.baseAddress else { return true }
+    return memcmp(left, right, lhs.count) == 0
   }
 
+  /// Hashes the size and the first and last 64 bytes (equality compares every byte).
   public func hash(into hasher: inout Hasher) {
     hasher.combine(count)
     hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: storage.prefix(64)))
+    hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: storage.suffix(64)))
   }
 
   public var description: String { "\(count) bytes" }

@@ -18,6 +18,9 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
   public var sourceHeight: Int
   /// True when a lenient decoder accepted damaged data and some pixels are missing.
   public var partial: Bool
+  /// The shared live image this one came from (a `share` decoder), kept alive by every value
+  /// derived from it.
+  public var liveImage: LiveDecodedImage?
 
   public init(
     source: ImageSource, image: VipsImage, sourceFormat: ImageFormat, sourceWidth: Int, sourceHeight: Int, partial: Bool = false

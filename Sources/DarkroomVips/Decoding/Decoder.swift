@@ -28,24 +28,41 @@ public struct Decoder: Stage {
   public var autoRotate: Bool
   public var convertToSRGB: Bool
   public var lenient: Bool
+  /// Share one decoded, in-memory image between operations decoding the same bytes at the same
+  /// time (``LiveImages``); turns off shrink-on-load fusion for this stage.
+  public var share: Bool
 
   public static let defaultMaxPixels = 100_000_000
 
   public init(
-    maxPixels: Int = Decoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false
+    maxPixels: Int = Decoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false,
+    share: Bool = false
   ) {
     self.maxPixels = maxPixels
     self.autoRotate = autoRotate
     self.convertToSRGB = convertToSRGB
     self.lenient = lenient
+    self.share = share
   }
 
   public var identifier: String {
-    "decode(maxPixels=\(maxPixels),autoRotate=\(autoRotate),srgb=\(convertToSRGB),lenient=\(lenient))"
+    "decode(maxPixels=\(maxPixels),autoRotate=\(autoRotate),srgb=\(convertToSRGB),lenient=\(lenient)\(share ? ",share" : ""))"
   }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
-    try await context.blocking { try decode(input) }
+    guard share else { return try await context.blocking { try decode(input) } }
+    let key = LiveImages.Key(bytes: input.bytes, decoder: identifier)
+    let live = try await LiveImages.shared.object(for: key) { [self] in
+      try await context.blocking {
+        var decoded = try decode(input)
+        decoded.image = try decoded.image.materialized()
+        return LiveDecodedImage(decoded)
+      }
+    }
+    var decoded = live.decoded
+    decoded.source = input.source
+    decoded.liveImage = live
+    return decoded
   }
 
   /// Decodes synchronously (call from a blocking-pool thread).

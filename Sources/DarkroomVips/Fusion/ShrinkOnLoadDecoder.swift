@@ -4,6 +4,7 @@ extension Decoder: FusibleStage {
   /// Fuses `decode → resize` and `decode → crop (relative) → resize` into one stage that loads
   /// the image at reduced size.
   public func fused(with following: ArraySlice<AnyStage>) -> FusedStage? {
+    guard !share else { return nil }  // a shared live image is the full decode, kept in memory
     var rest = following
     var crop: Cropper?
     if let candidate = rest.first?.base as? Cropper, case .relative = candidate.region {
