@@ -53,6 +53,7 @@ let package = Package(
       dependencies: ["Darkroom", .product(name: "ArgumentParser", package: "swift-argument-parser")],
       swiftSettings: strict
     ),
+    .executableTarget(name: "darkroom-bench", dependencies: ["Darkroom"], swiftSettings: strict),
     .plugin(
       name: "ValidatePipelines",
       capability: .command(
