@@ -14,6 +14,7 @@ build: deps
 
 release: deps
 	$(SWIFT) build -c release --product darkroom
+	$(SWIFT) build -c release --product darkroom-bench
 
 ## demo: runs the runner on the bundled example pipelines and images (offline); outputs in out/
 demo: build
@@ -37,7 +38,8 @@ test-asan: deps
 	# from LeakSanitizer and makes it report static tables (option specs) as leaked.
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --scratch-path .build-asan
 
-## bench: release build, then ../shared/bench/compare.py cases A and B with darkroom beside the peers
+## bench: release build, then ../shared/bench/compare.py cases A and B with darkroom beside the peers,
+## the HTTP benchmark and the cache benchmark (scripts/bench_cache.py)
 bench: release
 	@scripts/install-deps.sh --bench
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case A \
@@ -45,6 +47,7 @@ bench: release
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case B \
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fill.json "$$IN" --output "$$OUT" --quiet'
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_http.py $(CURDIR)/.build/release/darkroom
+	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_cache.py $(CURDIR)/.build/release/darkroom $(CURDIR)/.build/release/darkroom-bench
 
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps

@@ -62,13 +62,19 @@ for store in stores {
     FileHandle.standardError.write(Data("the \(store.name) store did not keep the value\n".utf8))
     exit(1)
   }
-  rows.append(("\(store.name) store lookup (\(first.bytes.count / 1024) KiB JPEG)", try await measure(iterations) { _ = try await store.entry(forKey: key) }))
-  rows.append(("\(store.name) hit through the executor", try await measure(iterations) { _ = try await pipeline.process(source) }))
+  rows.append(
+    (
+      "\(store.name) store lookup (\(first.bytes.count / 1024) KiB JPEG)",
+      try await measure(iterations) { _ = try await store.entry(forKey: key) }
+    ))
+  rows.append(
+    ("\(store.name) hit through the executor", try await measure(iterations) { _ = try await pipeline.process(source) }))
 }
 
 let decodeResize = try await measure(max(5, iterations / 100)) {
   let fetched = try await Fetcher().process(source, context: StageContext())
-  let graph = try StageGraph(name: "decode-resize", stages: [AnyStage(Decoder()), AnyStage(Resizer(width: 300, height: 300, mode: .fit))])
+  let graph = try StageGraph(
+    name: "decode-resize", stages: [AnyStage(Decoder()), AnyStage(Resizer(width: 300, height: 300, mode: .fit))])
   let decoded = try await PipelineExecutor().start(graph, input: fetched, as: DecodedImage.self).value
   _ = try decoded.image.materialized()
 }

@@ -17,7 +17,8 @@ struct ValidateCommand: ParsableCommand {
     var invalid = 0
     for file in files {
       do {
-        let graph = try PipelineDefinition.load(contentsOf: file, registry: Darkroom.standardRegistry)
+        let graph = try PipelineDefinition.load(
+          contentsOf: file, registry: Darkroom.standardRegistry, context: StageBuildContext(validatingOnly: true))
         if !quiet {
           let plan = graph.runnableStages.map(\.kind).joined(separator: " → ")
           print("ok: \(file) (\"\(graph.name)\": \(plan))")

@@ -42,6 +42,8 @@ public struct CacheOptions: StageOptions {
   /// The store these options name, opened (once per directory in a process).
   func makeStore(in context: StageBuildContext) throws -> any CacheStore {
     switch store {
+    case "disk" where context.validatingOnly:
+      return UnopenedStore(name: "disk", keeps: DiskStore.keepsDescription) { $0 is any CacheSerializable.Type }
     case "disk":
       return try DiskStore.open(
         directory: context.resolveCacheDirectory(directory), maxBytes: maxBytes ?? 1 << 30, maxCount: maxCount ?? 100_000)

@@ -70,7 +70,8 @@ public final class DiskStore: CacheStore {
   deinit { try? index.touch(accesses.drain()) }
 
   public var now: Date { clock() }
-  public var keeps: String { "fetched bytes (after fetch) and encoded images (after encode)" }
+  public var keeps: String { Self.keepsDescription }
+  public static let keepsDescription = "fetched bytes (after fetch) and encoded images (after encode)"
   public func accepts(_ type: Any.Type) -> Bool { type is any CacheSerializable.Type }
 
   /// Entries found corrupt or torn (and removed) since the store was opened.

@@ -72,3 +72,30 @@ public protocol CacheCost {
 
 extension EncodedImage: CacheCost { public var cacheCost: Int { bytes.count } }
 extension FetchedData: CacheCost { public var cacheCost: Int { bytes.count } }
+
+/// A store that is named but not opened: what a `cache` stage gets while its pipeline is only
+/// validated, so validation creates no directories. It accepts what the real store accepts and
+/// fails every use.
+public struct UnopenedStore: CacheStore {
+  public let name: String
+  public let keeps: String
+  private let acceptsType: @Sendable (Any.Type) -> Bool
+
+  public init(name: String, keeps: String, accepts: @escaping @Sendable (Any.Type) -> Bool) {
+    self.name = name
+    self.keeps = keeps
+    self.acceptsType = accepts
+  }
+
+  public func accepts(_ type: Any.Type) -> Bool { acceptsType(type) }
+  private func unopened() -> PipelineError {
+    PipelineError(.cacheUnavailable, "the \(name) store was not opened (the pipeline was loaded for validation only)")
+  }
+  public func entry(forKey key: String) async throws -> CacheEntry? { throw unopened() }
+  public func setEntry(_ entry: CacheEntry, forKey key: String, source: String) async throws { throw unopened() }
+  public func refresh(key: String, expiresAt: Date?, validators: CacheValidators) async throws { throw unopened() }
+  public func removeEntry(forKey key: String) async throws { throw unopened() }
+  public func removeAll() async throws { throw unopened() }
+  public func purge(source: ImageSource) async throws -> Int { throw unopened() }
+  public func statistics() async throws -> CacheStatistics { throw unopened() }
+}

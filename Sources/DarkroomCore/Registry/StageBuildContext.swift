@@ -15,15 +15,20 @@ public struct StageBuildContext: Sendable {
   /// Where `cache` stages with a relative (or no) `directory` keep disk stores and image tables
   /// (the runner's `--cache-dir`); the working directory when unset.
   public var cacheDirectory: String?
+  /// True when a definition is only validated (`darkroom validate`): factories should not open
+  /// or create anything (cache stores, directories).
+  public var validatingOnly: Bool
   /// Free-form settings for user stages.
   public var values: [String: String]
 
   public init(
-    outputDirectory: String? = nil, allowedRoot: String? = nil, cacheDirectory: String? = nil, values: [String: String] = [:]
+    outputDirectory: String? = nil, allowedRoot: String? = nil, cacheDirectory: String? = nil, validatingOnly: Bool = false,
+    values: [String: String] = [:]
   ) {
     self.outputDirectory = outputDirectory
     self.allowedRoot = allowedRoot
     self.cacheDirectory = cacheDirectory
+    self.validatingOnly = validatingOnly
     self.values = values
   }
 
