@@ -82,7 +82,7 @@ extension FetchedData: CacheSerializable {
 
 extension ImageSource {
   /// The source a cache key's identity names (`file:/path` or a URL).
-  init(cacheIdentity identity: String) {
+  public init(cacheIdentity identity: String) {
     if identity.hasPrefix("file:") && !identity.hasPrefix("file://") {
       self.init(path: String(identity.dropFirst(5)))
     } else {

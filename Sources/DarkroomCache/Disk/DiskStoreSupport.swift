@@ -39,12 +39,19 @@ public final class CacheSerializableTypes: @unchecked Sendable {
   }
 }
 
-/// One open instance per key (a directory), created on first use.
-final class StoreInstances<Store: AnyObject & Sendable>: @unchecked Sendable {
+/// One open store per key (a directory, a table file) in a process, created on first use.
+///
+/// ```swift
+/// let store = try instances.instance(for: path) { try DiskStore(directory: path) }
+/// ```
+public final class StoreInstances<Store: AnyObject & Sendable>: @unchecked Sendable {
   private let lock = NSLock()
   private var stores: [String: Store] = [:]
 
-  func instance(for key: String, create: () throws -> Store) throws -> Store {
+  public init() {}
+
+  /// The store for `key`, created by `create` the first time.
+  public func instance(for key: String, create: () throws -> Store) throws -> Store {
     lock.lock()
     defer { lock.unlock() }
     if let store = stores[key] { return store }

@@ -50,8 +50,11 @@ public struct Cache<Value: Sendable>: Stage, CheckpointStage {
     "cache(\(cacheStore.name),maxAge=\(maxAge.map { "\($0)" } ?? "headers"),prefix=\(keyPrefix))"
   }
 
-  /// The checkpoint work is done by the executor; running the stage hands the value on.
-  public func process(_ input: Value, context: StageContext) async throws -> Value { input }
+  /// The checkpoint work is done by the executor; running the stage hands the value on, as the
+  /// store prepared it (see ``CacheStore/prepare(_:context:)``).
+  public func process(_ input: Value, context: StageContext) async throws -> Value {
+    try await cacheStore.prepare(input, context: context) as? Value ?? input
+  }
 }
 
 /// Builds ``Cache`` stages for the `cache` kind, whatever value flows at their place; refuses a

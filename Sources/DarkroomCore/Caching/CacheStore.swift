@@ -40,12 +40,17 @@ public protocol CacheStore: Sendable {
   func statistics() async throws -> CacheStatistics
   /// The store's clock (injectable in tests).
   var now: Date { get }
+  /// Readies a value that will be stored when the operation finishes, as the checkpoint hands it
+  /// on: a store of decoded pixels decodes them into memory here, because a lazy image can be
+  /// read only once and the next stage reads it first.
+  func prepare(_ value: any Sendable, context: StageContext) async throws -> any Sendable
 }
 
 extension CacheStore {
   public func accepts(_ type: Any.Type) -> Bool { true }
   public var keeps: String { "any value" }
   public var now: Date { Date() }
+  public func prepare(_ value: any Sendable, context: StageContext) async throws -> any Sendable { value }
 }
 
 /// Cache keys: the checkpoint's prefix, the source identity and the upstream stage identifiers,

@@ -47,3 +47,36 @@ extension VipsImage {
     return try crop.pixelBytes()
   }
 }
+
+extension VipsImage {
+  /// Wraps 8-bit pixels in place — no copy — as an image; `owner` is kept alive as long as this
+  /// image or any image derived from it, so the memory must stay valid and unchanged while
+  /// `owner` lives (an image table entry's lease guarantees that).
+  ///
+  /// ```swift
+  /// let image = try VipsImage.wrapping(entry.pixels, width: entry.width, height: entry.height, bands: 3, owner: entry)
+  /// ```
+  public static func wrapping(
+    _ pixels: UnsafeRawBufferPointer, width: Int, height: Int, bands: Int, owner: AnyObject
+  ) throws(PipelineError) -> VipsImage {
+    try Vips.initialize()
+    guard width > 0, height > 0, (1...4).contains(bands), pixels.count == width * height * bands, let base = pixels.baseAddress
+    else {
+      throw PipelineError(
+        .invalidInput, "expected \(width)×\(height)×\(bands) = \(width * height * bands) bytes, got \(pixels.count)")
+    }
+    guard let image = vips_image_new_from_memory(base, pixels.count, Int32(width), Int32(height), Int32(bands), VIPS_FORMAT_UCHAR)
+    else {
+      let cause = Vips.captureError()
+      throw PipelineError(.processingFailed, "wrapping pixels failed: \(cause.text)", cause: cause)
+    }
+    // Table pixels are sRGB (or grey) at the usual 72 dpi, as the decoder delivered them.
+    image.pointee.Type = bands >= 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W
+    image.pointee.Xres = 72 / 25.4
+    image.pointee.Yres = 72 / 25.4
+    return VipsImage(taking: image, keepAlive: [owner])
+  }
+
+  /// Whether samples are 8-bit unsigned (what image tables and `pixelBytes()` hold).
+  public var isEightBit: Bool { bandFormat == VIPS_FORMAT_UCHAR }
+}
