@@ -4,24 +4,21 @@ import DarkroomTesting
 import Foundation
 import Testing
 
-@Suite("Cache freshness and revalidation over HTTP")
-struct CacheRevalidationTests {
-  let image: [UInt8]
-  let otherImage: [UInt8]
-
-  init() throws {
-    image = Array(try TestImages.encoded(.jpeg(), width: 240, height: 160).data)
-    otherImage = Array(try TestImages.encoded(.jpeg(), width: 240, height: 160, quadrants: true).data)
+/// Cache freshness and revalidation over HTTP. Part of the serialized "HTTP fetching" suite: its
+/// leak checks read a process-wide count of live transfers.
+extension HTTPTransportTests {
+  var otherImage: [UInt8] {
+    get throws { Array(try TestImages.encoded(.jpeg(), width: 320, height: 240, quadrants: true).data) }
   }
 
-  func fetcher() -> Fetcher {
+  func revalidatingFetcher() -> Fetcher {
     var http = HTTPOptions()
     http.allowHosts = ["127.0.0.1"]
     return Fetcher(transports: [HTTPTransport(options: http)])
   }
 
   func thumbnail(store: any CacheStore, maxAge: Duration? = nil) -> Pipeline<ImageSource, EncodedImage> {
-    let fetch = fetcher()
+    let fetch = revalidatingFetcher()
     return Pipeline(name: "revalidate") {
       fetch
       Decoder()
@@ -31,17 +28,18 @@ struct CacheRevalidationTests {
     }
   }
 
-  func run(_ pipeline: Pipeline<ImageSource, EncodedImage>, _ url: String) async throws -> (EncodedImage, RecordingObserver) {
+  func runCached(_ pipeline: Pipeline<ImageSource, EncodedImage>, _ url: String) async throws -> (EncodedImage, RecordingObserver)
+  {
     let observer = RecordingObserver()
     let output = try await pipeline.run(ImageSource(url), options: RunOptions(observers: [observer])).value
     return (output, observer)
   }
 
-  func stages(_ observer: RecordingObserver) -> [String] {
+  func stageKinds(_ observer: RecordingObserver) -> [String] {
     observer.events.compactMap { if case .stageStarted(let stage) = $0 { stage.kind } else { nil } }
   }
 
-  func outcomes(_ observer: RecordingObserver) -> [String] {
+  func cacheOutcomes(_ observer: RecordingObserver) -> [String] {
     observer.events.compactMap { if case .cache(let event) = $0 { event.outcome.rawValue } else { nil } }
   }
 
@@ -56,19 +54,20 @@ struct CacheRevalidationTests {
     let pipeline = thumbnail(store: try DiskStore(directory: directory))
     let url = server.url("/r.jpg")
 
-    let (first, one) = try await run(pipeline, url)
-    #expect(outcomes(one) == ["miss", "stored"])
-    let (second, two) = try await run(pipeline, url)
-    #expect(outcomes(two) == ["revalidated"])
-    #expect(stages(two) == ["fetch"])
+    let (first, one) = try await runCached(pipeline, url)
+    #expect(cacheOutcomes(one) == ["miss", "stored"])
+    let (second, two) = try await runCached(pipeline, url)
+    #expect(cacheOutcomes(two) == ["revalidated"])
+    #expect(stageKinds(two) == ["fetch"])
     #expect(second.bytes == first.bytes)
     #expect(server.requestCount("/r.jpg") == 2)
     #expect(server.requests.last?.headers["if-none-match"] == "\"v1\"")
 
-    server.setRoute("/r.jpg", .conditional(body: otherImage, contentType: "image/jpeg", etag: "v2", lastModified: nil, maxAge: 0))
-    let (third, three) = try await run(pipeline, url)
-    #expect(outcomes(three) == ["miss", "stored"])
-    #expect(stages(three).first == "fetch" && stages(three).count > 1)
+    server.setRoute(
+      "/r.jpg", .conditional(body: try otherImage, contentType: "image/jpeg", etag: "v2", lastModified: nil, maxAge: 0))
+    let (third, three) = try await runCached(pipeline, url)
+    #expect(cacheOutcomes(three) == ["miss", "stored"])
+    #expect(stageKinds(three).first == "fetch" && stageKinds(three).count > 1)
     #expect(third.bytes != first.bytes)
     #expect(server.requestCount("/r.jpg") == 3)
   }
@@ -83,14 +82,14 @@ struct CacheRevalidationTests {
     let clock = ManualClock(start: Date())
     let pipeline = thumbnail(store: MemoryStore(costLimit: 10 << 20, now: { clock.now }))
     let url = server.url("/m.jpg")
-    _ = try await run(pipeline, url)
+    _ = try await runCached(pipeline, url)
     clock.advance(30)
-    #expect(outcomes(try await run(pipeline, url).1) == ["hit"])
+    #expect(cacheOutcomes(try await runCached(pipeline, url).1) == ["hit"])
     #expect(server.requestCount("/m.jpg") == 1)
     clock.advance(31)
-    #expect(outcomes(try await run(pipeline, url).1) == ["revalidated"])
+    #expect(cacheOutcomes(try await runCached(pipeline, url).1) == ["revalidated"])
     #expect(server.requests.last?.headers["if-modified-since"] == modified)
-    #expect(outcomes(try await run(pipeline, url).1) == ["hit"])  // the 304 gave it another 60 s
+    #expect(cacheOutcomes(try await runCached(pipeline, url).1) == ["hit"])  // the 304 gave it another 60 s
     #expect(server.requestCount("/m.jpg") == 2)
   }
 
@@ -107,14 +106,14 @@ struct CacheRevalidationTests {
     let byHeaders = thumbnail(store: store)
     let overriding = thumbnail(store: store, maxAge: .seconds(60))
     for _ in 0..<3 {
-      _ = try await run(byHeaders, server.url("/expires.jpg"))
-      _ = try await run(overriding, server.url("/nostore.jpg"))
+      _ = try await runCached(byHeaders, server.url("/expires.jpg"))
+      _ = try await runCached(overriding, server.url("/nostore.jpg"))
     }
     #expect(server.requestCount("/expires.jpg") == 1)
     #expect(server.requestCount("/nostore.jpg") == 1)
     clock.advance(61)
-    let (_, observer) = try await run(overriding, server.url("/nostore.jpg"))
-    #expect(outcomes(observer) == ["miss", "stored"])
+    let (_, observer) = try await runCached(overriding, server.url("/nostore.jpg"))
+    #expect(cacheOutcomes(observer) == ["miss", "stored"])
     #expect(server.requestCount("/nostore.jpg") == 2)
   }
 }
