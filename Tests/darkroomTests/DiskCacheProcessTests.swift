@@ -115,4 +115,35 @@ struct DiskCacheProcessTests {
     _ = try store.sweep()
     #expect(try await store.statistics().entries == 40)
   }
+
+  @Test("darkroom cache stats, purge, clear and sweep work on the stores a pipeline file names")
+  func cacheCommand() throws {
+    let (root, images, pipeline) = try fixtures(count: 3, size: 120)
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let run = try Runner.run(["run", pipeline, images, "-o", root + "/out", "--cache-dir", root, "--quiet"])
+    #expect(run.status == 0)
+    func entries() throws -> Int {
+      let stats = try Runner.run(["cache", "stats", pipeline, "--cache-dir", root, "--json"])
+      #expect(stats.status == 0, "\(stats.stderr)")
+      guard case .array(let stores)? = try? JSONParser.parse(stats.stdout), case .number(let count, _)? = stores.first?["entries"]
+      else {
+        Issue.record("unexpected stats: \(stats.stdout)")
+        return -1
+      }
+      return Int(count)
+    }
+    #expect(try entries() == 3)
+    let human = try Runner.run(["cache", "stats", pipeline, "--cache-dir", root])
+    #expect(human.stdout.contains("disk in \(root)/shared: 3 entries"))
+    let purge = try Runner.run(["cache", "purge", pipeline, "--cache-dir", root, images + "/img0.jpg"])
+    #expect(purge.stdout.contains("1 entry removed"), "\(purge.stdout)\(purge.stderr)")
+    #expect(try entries() == 2)
+    let sweep = try Runner.run(["cache", "sweep", pipeline, "--cache-dir", root])
+    #expect(sweep.stdout.contains("0 stray files removed"))
+    let clear = try Runner.run(["cache", "clear", pipeline, "--cache-dir", root, "--store", "disk"])
+    #expect(clear.stdout.contains("disk: 2 entries removed"))
+    #expect(try entries() == 0)
+    let none = try Runner.run(["cache", "stats", pipeline, "--cache-dir", root, "--store", "table"])
+    #expect(none.status != 0 && none.stderr.contains("no cache stage with a table store"))
+  }
 }
