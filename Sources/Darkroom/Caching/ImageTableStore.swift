@@ -22,8 +22,13 @@ public final class ImageTableStore: CacheStore {
   private let clock: @Sendable () -> Date
   private static let instances = StoreInstances<ImageTableStore>()
 
-  public init(table: ImageTable, now: @escaping @Sendable () -> Date = { Date() }) {
+  private let pool: BlockingPool
+
+  /// A store over `table`; first reads of entries (which verify checksums over pages that may
+  /// still be on disk) run on `pool`.
+  public init(table: ImageTable, pool: BlockingPool = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
     self.table = table
+    self.pool = pool
     clock = now
   }
 
@@ -50,7 +55,9 @@ public final class ImageTableStore: CacheStore {
 
   public func entry(forKey key: String) async throws -> CacheEntry? {
     let id = ImageTable.entityID(forKey: key)
-    guard let entry = table.retrieve(id) else { return nil }
+    let table = table
+    let found = table.needsVerification(id) ? try await pool.run { table.retrieve(id) } : table.retrieve(id)
+    guard let entry = found else { return nil }
     let info = entry.info
     let shell = CacheEntry(value: 0, expiresAt: info.expiresAt, validators: info.validators)
     guard shell.isWorthKeeping(at: now) else {
@@ -86,11 +93,15 @@ public final class ImageTableStore: CacheStore {
         "the table \"\(format.name)\" holds 8-bit \(format.layout.rawValue) pixels; this image has \(image.bands) band(s)"
           + (image.isEightBit ? "" : " of more than 8 bits") + ": choose the layout that matches the images")
     }
-    let pixels = try image.pixelBytes()
     let info = ImageTableEntryInfo(
       entityID: "", width: image.width, height: image.height, writtenAt: entry.storedAt, expiresAt: entry.expiresAt,
       validators: entry.validators, sourceTag: ImageTable.sourceTag(for: source), userInfo: SourceFacts(decoded).bytes)
-    _ = try pixels.withUnsafeBytes { try table.store(ImageTable.entityID(forKey: key), pixels: $0, info: info) }
+    let table = table
+    // Copying into the mapping can fault pages in from disk: off the cooperative pool.
+    try await pool.run {
+      let pixels = try image.pixelBytes()
+      _ = try pixels.withUnsafeBytes { try table.store(ImageTable.entityID(forKey: key), pixels: $0, info: info) }
+    }
   }
 
   public func refresh(key: String, expiresAt: Date?, validators: CacheValidators) async throws {

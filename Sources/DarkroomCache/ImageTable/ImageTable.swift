@@ -79,6 +79,13 @@ public final class ImageTable: @unchecked Sendable {
   /// How many entries the table holds.
   public var count: Int { lock.withLock { slots.count } }
 
+  /// Whether reading `entityID` now would first verify its checksum (reading every page of it,
+  /// possibly from disk): callers on an async executor can move such a first read to a thread
+  /// that may block.
+  public func needsVerification(_ entityID: String) -> Bool {
+    lock.withLock { slots[entityID].map { !verified.contains($0) } ?? false }
+  }
+
   /// Whether an entry for `entityID` is stored (its checksum is not checked here).
   public func exists(_ entityID: String) -> Bool { lock.withLock { slots[entityID] != nil } }
 

@@ -49,12 +49,19 @@ public final class BlockingPool: @unchecked Sendable {
   public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try Task.checkCancellation()
     let box = ContinuationBox<T>()
+    let holder = WorkHolder(work)
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
         box.set(continuation)
         let job: @Sendable () -> Void = {
-          guard box.claimStart() else { return }
-          box.resume(with: Result { try work() })
+          // The work (and what it captured) is released before the caller resumes, so nothing it
+          // held — an image, an open table — outlives the call.
+          guard box.claimStart() else {
+            _ = holder.take()
+            return
+          }
+          guard let result = holder.run() else { return }
+          box.resume(with: result)
         }
         condition.withLock {
           queue.append(job)
@@ -66,11 +73,14 @@ public final class BlockingPool: @unchecked Sendable {
     }
   }
 
+  private static let done: @Sendable () -> Void = {}
+
   private func workerLoop() {
     while true {
       condition.lock()
       while head >= queue.count { condition.wait() }
       let job = queue[head]
+      queue[head] = Self.done  // the queue must not keep finished jobs (and their captures) alive
       head += 1
       if head > 64, head * 2 > queue.count {
         queue.removeFirst(head)
@@ -82,6 +92,27 @@ public final class BlockingPool: @unchecked Sendable {
       job()
       condition.withLock { running -= 1 }
     }
+  }
+}
+
+/// Hands a job's work to the one thread that runs it, once, and forgets it.
+private final class WorkHolder<T: Sendable>: @unchecked Sendable {
+  private let lock = NSLock()
+  private var work: (@Sendable () throws -> T)?  // guarded by `lock`
+
+  init(_ work: @escaping @Sendable () throws -> T) { self.work = work }
+
+  /// Runs the work and releases it before returning its result.
+  func run() -> Result<T, any Error>? {
+    guard let work = take() else { return nil }
+    return Result { try work() }
+  }
+
+  func take() -> (@Sendable () throws -> T)? {
+    lock.lock()
+    defer { lock.unlock() }
+    defer { work = nil }
+    return work
   }
 }
 
