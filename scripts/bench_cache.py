@@ -24,7 +24,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('darkroom')
     parser.add_argument('bench')
-    parser.add_argument('--rounds', type=int, default=3)
+    parser.add_argument('--rounds', type=int, default=5)
     args = parser.parse_args()
     shared = os.path.join(ROOT, '..', 'shared', 'bench', 'make-benchset.sh')
     subprocess.run(['bash', shared, BENCH], check=True, stdout=subprocess.DEVNULL)

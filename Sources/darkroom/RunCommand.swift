@@ -95,7 +95,6 @@ struct RunCommand: AsyncParsableCommand {
         throw ExitCode.validationFailure
       }
     }
-    HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency)
     // The memory store sheds half its entries whenever the cgroup runs short of memory.
     let pressureMonitor = MemoryStore.shared.trimOnMemoryPressure()
     defer { pressureMonitor.stop() }
@@ -126,6 +125,8 @@ struct RunCommand: AsyncParsableCommand {
       if case .url(let url) = source.location { return ["http", "https"].contains(url.scheme?.lowercased() ?? "") }
       return false
     }
+    // The curl loop (and OpenSSL) start only when something is to be downloaded.
+    if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
     let runner = BatchRunner(
       graph: graph, jobs: cpuJobs, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
       timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,

@@ -190,3 +190,28 @@ struct ImageTableTests {
     #expect(table.count == 0 && !table.exists("id3"))
   }
 }
+
+@Suite("Image table families")
+struct ImageTableSetTests {
+  @Test("tables are found by name and family; deleting an entity clears every size of it")
+  func families() throws {
+    let directory = try temporaryDirectory("table-set")
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let formats = try [(16, "avatars"), (32, "avatars"), (8, "icons")].map { size, family in
+      try ImageTableFormat(name: "\(family)-\(size)", family: family, width: size, height: size, layout: .gray8, maxCount: 4)
+    }
+    let set = try ImageTableSet(directory: directory, formats: formats)
+    for table in set.tables(inFamily: "avatars") + set.tables(inFamily: "icons") {
+      let side = table.format.width
+      let pixels = [UInt8](repeating: UInt8(side), count: side * side)
+      _ = try pixels.withUnsafeBytes {
+        try table.store("user-1", pixels: $0, info: ImageTableEntryInfo(entityID: "", width: side, height: side))
+      }
+    }
+    #expect(set.tables(inFamily: "avatars").map(\.format.name) == ["avatars-16", "avatars-32"])
+    #expect(set.table(named: "icons-8")?.retrieve("user-1")?.pixels.first == 8)
+    set.delete("user-1", inFamily: "avatars")
+    #expect(!set.exists("user-1", inFamily: "avatars") && set.exists("user-1", inFamily: "icons"))
+    #expect(throws: PipelineError.self) { _ = try ImageTableSet(directory: directory + "/2", formats: [formats[0], formats[0]]) }
+  }
+}

@@ -12,19 +12,56 @@ import Foundation
 /// key, so a file never answers for another key. Anything that does not add up is `cacheCorrupt`.
 enum DiskEntryFile {
   static let magic = Array("DRKCACHE".utf8)
-  static let version: UInt32 = 1
+  static let version: UInt32 = 2
   static let headerSize = 32
 
-  struct Metadata: Codable {
+  /// The key, the type tag and the fields, as length-prefixed UTF-8 strings (u32 little-endian
+  /// lengths): key, type, then name/value pairs.
+  struct Metadata: Equatable {
     var key: String
     var type: String
     var fields: [String: String]
+
+    func encoded() -> [UInt8] {
+      var bytes: [UInt8] = []
+      for text in [key, type] + fields.sorted(by: { $0.key < $1.key }).flatMap({ [$0.key, $0.value] }) {
+        let utf8 = Array(text.utf8)
+        withUnsafeBytes(of: UInt32(utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: utf8)
+      }
+      return bytes
+    }
+
+    init(key: String, type: String, fields: [String: String]) {
+      self.key = key
+      self.type = type
+      self.fields = fields
+    }
+
+    /// Decodes ``encoded()``; `nil` when the bytes do not parse exactly.
+    init?(_ bytes: [UInt8]) {
+      var strings: [String] = []
+      var offset = 0
+      while offset < bytes.count {
+        guard bytes.count - offset >= 4 else { return nil }
+        let count = bytes.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self))) }
+        offset += 4
+        guard count <= bytes.count - offset else { return nil }
+        strings.append(String(decoding: bytes[offset..<(offset + count)], as: UTF8.self))
+        offset += count
+      }
+      guard strings.count >= 2, strings.count % 2 == 0 else { return nil }
+      key = strings[0]
+      type = strings[1]
+      fields = [:]
+      for index in stride(from: 2, to: strings.count, by: 2) { fields[strings[index]] = strings[index + 1] }
+    }
   }
 
   /// Writes an entry to `path` (a new temporary file) and flushes it to disk; returns its size.
   @discardableResult
   static func write(to path: String, key: String, record: CacheRecord, type: String) throws -> Int {
-    let metadata = try JSONEncoder().encode(Metadata(key: key, type: type, fields: record.fields))
+    let metadata = Metadata(key: key, type: type, fields: record.fields).encoded()
     var crc = Checksum.crc32(metadata)
     record.payload.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
     var header = magic
@@ -72,7 +109,7 @@ enum DiskEntryFile {
     var crc = Checksum.crc32(metadataBytes)
     bytes.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
     guard crc == expected else { throw corrupt(path, "failed its checksum") }
-    guard let metadata = try? JSONDecoder().decode(Metadata.self, from: Data(metadataBytes)) else {
+    guard let metadata = Metadata(metadataBytes) else {
       throw corrupt(path, "has unreadable metadata")
     }
     guard metadata.key == key else { return nil }

@@ -37,6 +37,8 @@ final class DiskIndex: Sendable {
     database = try DatabasePool(path: path, configuration: configuration)
     // Several processes may open a new directory at once: the schema is created in an immediate
     // transaction with IF NOT EXISTS, so they serialise instead of racing a migration.
+    let version = try database.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0 }
+    guard version < 1 else { return }
     try write { db in
       try db.execute(
         sql: """
