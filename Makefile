@@ -23,6 +23,10 @@ demo: build
 	.build/debug/darkroom validate Examples/pipelines/*.json
 	.build/debug/darkroom run Examples/pipelines/thumbnail.json Examples/images --output $(OUT)
 	.build/debug/darkroom run Examples/pipelines/avatar.json Examples/images --output $(OUT)
+	@echo "a disk-cached pipeline, twice: the second run only reads the cache"
+	.build/debug/darkroom run Examples/pipelines/cached-thumbnail.json Examples/images --output $(OUT) --cache-dir $(OUT)/cache
+	.build/debug/darkroom run Examples/pipelines/cached-thumbnail.json Examples/images --output $(OUT) --cache-dir $(OUT)/cache
+	.build/debug/darkroom cache stats Examples/pipelines/cached-thumbnail.json --cache-dir $(OUT)/cache
 	@echo "outputs:" && ls -l $(OUT)
 
 ## test: the whole test suite (reads the shared corpus from ../shared/corpus or $$DARKROOM_CORPUS)
