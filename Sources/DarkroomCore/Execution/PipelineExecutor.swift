@@ -49,9 +49,6 @@ public struct PipelineExecutor: Sendable {
           try await runStage(stages[0], index: 0, context: context, operation: operation) { _ in try await body() }
         }
         var run = RunState(value: start.value, start: start.index, facts: start.facts)
-        if start.index == 1, let fetched = start.value as? FetchedData, checkpoints.keys[0] != nil {
-          run.pending.append((0, fetched))
-        }
         try await runStages(stages, state: &run, checkpoints: checkpoints, context: context, operation: operation)
         let value = run.value
         guard let output = value as? Output else {
