@@ -1,0 +1,48 @@
+import Foundation
+
+/// How urgent a load is. Higher priorities take a free slot of a ``ResourceClass`` first; within a
+/// priority, first come, first served.
+public enum LoadPriority: Int, Sendable, Comparable, CaseIterable, Codable {
+  case low, normal, high
+
+  public static func < (lhs: LoadPriority, rhs: LoadPriority) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// The priority of a piece of queued work, changeable while it waits: raising it moves the work
+/// ahead of everything of lower priority at once (shared work takes the highest priority of its
+/// waiters this way).
+///
+/// ```swift
+/// let ticket = PriorityTicket(.low)
+/// async let image = cpu.run(ticket) { try decode(bytes) }
+/// ticket.priority = .high   // the user scrolled to it
+/// ```
+public final class PriorityTicket: @unchecked Sendable {
+  private let lock = NSLock()
+  private var value: LoadPriority  // guarded by `lock`
+  private var observers: [UUID: @Sendable (LoadPriority) -> Void] = [:]  // guarded by `lock`
+
+  public init(_ priority: LoadPriority = .normal) { value = priority }
+
+  /// The current priority; setting it reorders queued work holding this ticket.
+  public var priority: LoadPriority {
+    get { lock.withLock { value } }
+    set {
+      let toNotify = lock.withLock { () -> [@Sendable (LoadPriority) -> Void] in
+        guard value != newValue else { return [] }
+        value = newValue
+        return Array(observers.values)
+      }
+      for observer in toNotify { observer(newValue) }
+    }
+  }
+
+  /// Calls `observer` on every change until the returned token is passed to ``stopObserving(_:)``.
+  func observe(_ observer: @escaping @Sendable (LoadPriority) -> Void) -> UUID {
+    let token = UUID()
+    lock.withLock { observers[token] = observer }
+    return token
+  }
+
+  func stopObserving(_ token: UUID) { _ = lock.withLock { observers.removeValue(forKey: token) } }
+}
