@@ -1,0 +1,99 @@
+import DarkroomCore
+import Foundation
+import Testing
+
+@Suite("Coalescing")
+struct CoalescerTests {
+  /// A gate the shared work waits at, and what it saw.
+  final class Probe: @unchecked Sendable {
+    let gate = AsyncStream<Void>.makeStream()
+    private let lock = NSLock()
+    private var cancelled = false
+    private var tickets: [PriorityTicket] = []
+    func open() { gate.continuation.finish() }
+    func sawCancellation() { lock.withLock { cancelled = true } }
+    var wasCancelled: Bool { lock.withLock { cancelled } }
+    func record(_ ticket: PriorityTicket) { lock.withLock { tickets.append(ticket) } }
+    var ticket: PriorityTicket? { lock.withLock { tickets.first } }
+  }
+
+  func work(_ probe: Probe, value: Int = 42) -> @Sendable (PriorityTicket) async throws -> Int {
+    { ticket in
+      probe.record(ticket)
+      for await _ in probe.gate.stream {}
+      if Task.isCancelled {
+        probe.sawCancellation()
+        throw CancellationError()
+      }
+      return value
+    }
+  }
+
+  func waitUntil(_ coalescer: Coalescer<String, Int>, key: String, waiters: Int) async {
+    while coalescer.waiters(for: key) < waiters { await Task.yield() }
+  }
+
+  @Test("100 concurrent callers share one run")
+  func shareOneRun() async throws {
+    let coalescer = Coalescer<String, Int>()
+    let probe = Probe()
+    let values = try await withThrowingTaskGroup(of: Int.self) { group in
+      for _ in 0..<100 { group.addTask { try await coalescer.value(for: "a", work: self.work(probe)) } }
+      await waitUntil(coalescer, key: "a", waiters: 100)
+      probe.open()
+      return try await group.reduce(into: [Int]()) { $0.append($1) }
+    }
+    #expect(values == Array(repeating: 42, count: 100))
+    #expect(coalescer.started == 1 && coalescer.inFlight == 0)
+    _ = try await coalescer.value(for: "a") { _ in 7 }
+    #expect(coalescer.started == 2)  // finished work is not kept
+  }
+
+  @Test("a cancelled waiter leaves alone; the work goes on for the others and takes their priority")
+  func waiterLeaves() async throws {
+    let coalescer = Coalescer<String, Int>()
+    let probe = Probe()
+    let low = Task { try await coalescer.value(for: "k", priority: .low, work: work(probe)) }
+    await waitUntil(coalescer, key: "k", waiters: 1)
+    let high = Task { try await coalescer.value(for: "k", priority: .high, work: work(probe)) }
+    await waitUntil(coalescer, key: "k", waiters: 2)
+    #expect(probe.ticket?.priority == .high)
+    high.cancel()
+    await #expect(throws: CancellationError.self) { try await high.value }
+    #expect(probe.ticket?.priority == .low)
+    probe.open()
+    #expect(try await low.value == 42)
+    #expect(!probe.wasCancelled && coalescer.started == 1)
+  }
+
+  @Test("the work is cancelled when its last waiter goes")
+  func lastWaiterCancels() async throws {
+    let coalescer = Coalescer<String, Int>()
+    let probe = Probe()
+    let waiters = (0..<3).map { _ in Task { try await coalescer.value(for: "k", work: work(probe)) } }
+    await waitUntil(coalescer, key: "k", waiters: 3)
+    for waiter in waiters { waiter.cancel() }
+    for waiter in waiters { await #expect(throws: CancellationError.self) { try await waiter.value } }
+    #expect(coalescer.inFlight == 0)
+    probe.open()
+    while !probe.wasCancelled { await Task.yield() }
+  }
+
+  @Test("a failure reaches every waiter")
+  func failure() async throws {
+    struct Boom: Error {}
+    let coalescer = Coalescer<String, Int>()
+    let probe = Probe()
+    let waiters = (0..<5).map { _ in
+      Task {
+        try await coalescer.value(for: "k") { _ in
+          for await _ in probe.gate.stream {}
+          throw Boom()
+        }
+      }
+    }
+    await waitUntil(coalescer, key: "k", waiters: 5)
+    probe.open()
+    for waiter in waiters { await #expect(throws: Boom.self) { try await waiter.value } }
+  }
+}
