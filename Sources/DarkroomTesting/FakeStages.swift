@@ -88,8 +88,10 @@ public final class Gate: Sendable {
     for waiter in waiters { waiter.resume() }
   }
 
-  /// Waits until the gate opens; throws `CancellationError` if the task is cancelled first.
+  /// Waits until the gate opens (marking the gate as reached, see ``entered()``); throws
+  /// `CancellationError` if the task is cancelled first.
   public func wait() async throws {
+    markEntered()
     let id = state.withLock { state -> UInt64 in
       state.next += 1
       return state.next

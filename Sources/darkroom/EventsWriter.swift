@@ -50,6 +50,7 @@ struct EventsWriter: OperationObserver {
   private func stageFields(_ stage: StageInfo) -> [(key: String, value: JSONValue)] {
     var fields: [(key: String, value: JSONValue)] = [("stage", .string(stage.kind)), ("index", number(Double(stage.index)))]
     if !stage.fusedKinds.isEmpty { fields.append(("fused", .array(stage.fusedKinds.map { .string($0) }))) }
+    if stage.joined { fields.append(("joined", .bool(true))) }
     return fields
   }
 

@@ -117,9 +117,9 @@ struct CheckpointTests {
       _ = try await pipeline.process(ImageSource(path: second))
     }
     #expect(store.cache.count == 6)  // per source: the bytes, and two sizes
-    try await store.purge(source: ImageSource(path: first))
+    _ = try await store.purge(source: ImageSource(path: first))
     #expect(store.cache.count == 3)
-    try await store.purge(source: ImageSource("file://" + second))  // same file, as a URL
+    _ = try await store.purge(source: ImageSource("file://" + second))  // same file, as a URL
     #expect(store.cache.count == 0)
   }
 

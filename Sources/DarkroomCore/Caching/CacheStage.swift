@@ -55,6 +55,9 @@ public struct Cache<Value: Sendable>: Stage, CheckpointStage {
   public func process(_ input: Value, context: StageContext) async throws -> Value {
     try await cacheStore.prepare(input, context: context) as? Value ?? input
   }
+
+  /// A checkpoint is never queued behind other work.
+  public func resource(for input: Value) -> StageResource { .light }
 }
 
 /// Builds ``Cache`` stages for the `cache` kind, whatever value flows at their place; refuses a

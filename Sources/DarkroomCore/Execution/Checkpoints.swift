@@ -51,7 +51,7 @@ struct Checkpoints: Sendable {
   /// it and resumes after it, anything else resumes after the fetch with the new bytes.
   func start(
     input: any Sendable, source: ImageSource?, context: StageContext,
-    runFirstStage: (_ body: () async throws -> any Sendable) async throws -> any Sendable
+    runFirstStage: (_ body: @escaping @Sendable () async throws -> any Sendable) async throws -> any Sendable
   ) async throws -> Start {
     for index in keys.keys.sorted(by: >) {
       guard let key = keys[index], let checkpoint = checkpoint(at: index) else { continue }

@@ -13,14 +13,17 @@ public struct PipelineExecutor: Sendable {
   /// Creates an executor. Blocking work runs on each run's ``RunOptions/pool``.
   public init() {}
 
-  /// Starts running `graph` on `input`; the returned operation is already running.
+  /// Starts running `graph` on `input`; the returned operation is already running. `register`
+  /// sees the operation before it starts (to book-keep it before any event can arrive).
   public func start<Output: Sendable>(
-    _ graph: StageGraph, input: any Sendable, options: RunOptions = RunOptions(), as: Output.Type = Output.self
+    _ graph: StageGraph, input: any Sendable, options: RunOptions = RunOptions(), as: Output.Type = Output.self,
+    register: (PipelineOperation<Output>) -> Void = { _ in }
   ) -> PipelineOperation<Output> {
     let source = input as? ImageSource
     let info = OperationInfo(id: OperationID(), pipelineName: graph.name, source: source?.description)
     let operation = PipelineOperation<Output>(info: info, observers: options.observers)
     let pool = options.pool
+    register(operation)
     let task = Task {
       await Self.execute(graph, input: input, source: source, operation: operation, options: options, pool: pool)
     }
@@ -49,7 +52,8 @@ public struct PipelineExecutor: Sendable {
           try await runStage(stages[0], index: 0, context: context, operation: operation) { _ in try await body() }
         }
         var run = RunState(value: start.value, start: start.index, facts: start.facts)
-        try await runStages(stages, state: &run, checkpoints: checkpoints, context: context, operation: operation)
+        try await runStages(
+          stages, state: &run, checkpoints: checkpoints, context: context, options: options, operation: operation)
         let value = run.value
         guard let output = value as? Output else {
           throw PipelineError(
@@ -103,25 +107,58 @@ public struct PipelineExecutor: Sendable {
   }
 
   private static func runStages<Output: Sendable>(
-    _ stages: [AnyStage], state: inout RunState, checkpoints: Checkpoints, context: StageContext,
+    _ stages: [AnyStage], state: inout RunState, checkpoints: Checkpoints, context: StageContext, options: RunOptions,
     operation: PipelineOperation<Output>
   ) async throws {
-    var value = state.value
-    defer { state.value = value }
-    for (index, stage) in stages.enumerated() where index >= state.start {
+    let sharing = SharedWork(options.scheduling, source: context.source, stages: stages)
+    var index = state.start
+    while index < stages.count {
       try Task.checkCancellation()
-      value = try await runStage(stage, index: index, context: context, operation: operation) { context in
-        try await stage.process(value, context: context)
+      if let sharing, let joined = try await joinShared(sharing, stages: stages, from: index, operation: operation) {
+        // The run that computed the joined stages stores their checkpoints.
+        state.value = joined.result.value
+        state.facts = joined.result.facts ?? state.facts
+        index = joined.through + 1
+        continue
+      }
+      let stage = stages[index]
+      let position = index
+      let input = state.value
+      let facts = state.facts
+      let limit = options.timeLimit(forStageKind: stage.kind)
+      let value = try await runStage(stage, index: index, limit: limit, context: context, operation: operation) { context in
+        guard let sharing else { return try await stage.process(input, context: context) }
+        return try await sharing.run(stage, index: position, input: input, facts: facts, context: context).value
       }
       if let fetched = value as? FetchedData, fetched.status != nil { state.facts = ResponseFacts(fetched, now: Date()) }
       if checkpoints.keys[index] != nil { state.pending.append((index, value)) }
+      state.value = value
+      index += 1
     }
+  }
+
+  /// Joins the deepest shared work already running from `index` on, announcing the stages it
+  /// covers as this run's own (with a note saying they were shared).
+  private static func joinShared<Output: Sendable>(
+    _ sharing: SharedWork, stages: [AnyStage], from index: Int, operation: PipelineOperation<Output>
+  ) async throws -> (through: Int, result: SharedWork.Result)? {
+    let clock = ContinuousClock()
+    let started = clock.now
+    guard let joined = try await sharing.joinDeepest(from: index) else { return nil }
+    let waited = clock.now - started
+    operation.handle(.note("joined shared in-flight work for stages[\(index)...\(joined.through)]"))
+    for shared in index...joined.through {
+      let info = StageInfo(index: shared, stage: stages[shared], joined: true)
+      operation.handle(.stageStarted(info))
+      operation.handle(.stageFinished(info, shared == joined.through ? waited : .zero))
+    }
+    return joined
   }
 
   /// Runs one stage's work with its lifecycle events and error attribution.
   private static func runStage<Output: Sendable>(
-    _ stage: AnyStage, index: Int, context: StageContext, operation: PipelineOperation<Output>,
-    _ body: (StageContext) async throws -> any Sendable
+    _ stage: AnyStage, index: Int, limit: Duration? = nil, context: StageContext, operation: PipelineOperation<Output>,
+    _ body: @escaping @Sendable (StageContext) async throws -> any Sendable
   ) async throws -> any Sendable {
     let info = StageInfo(index: index, stage: stage)
     operation.handle(.stageStarted(info))
@@ -129,7 +166,9 @@ public struct PipelineExecutor: Sendable {
     let started = clock.now
     let value: any Sendable
     do {
-      value = try await body(context)
+      value = try await withTimeout(limit, source: context.source?.description, what: "stage \"\(stage.kind)\"") {
+        try await body(context)
+      }
     } catch let error as PipelineError {
       throw error.attributed(stageKind: stage.kind, stageIdentifier: stage.identifier, source: context.source?.description)
     } catch let error as CancellationError {
@@ -145,7 +184,7 @@ public struct PipelineExecutor: Sendable {
 
   /// Runs `body`, failing with `timedOut` when it takes longer than `limit`.
   static func withTimeout<T: Sendable>(
-    _ limit: Duration?, source: String?, _ body: @escaping @Sendable () async throws -> T
+    _ limit: Duration?, source: String?, what: String = "the operation", _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
     guard let limit else { return try await body() }
     return try await withThrowingTaskGroup(of: T?.self) { group in
@@ -157,7 +196,7 @@ public struct PipelineExecutor: Sendable {
       defer { group.cancelAll() }
       guard let first = try await group.next() else { throw CancellationError() }
       guard let value = first else {
-        throw PipelineError(.timedOut, "the operation took longer than its \(limit) time limit", source: source)
+        throw PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source)
       }
       return value
     }

@@ -1,4 +1,5 @@
-/// How one run of a pipeline behaves: observers, `willFinish` hooks, time limit, thread pool.
+/// How one run of a pipeline behaves: observers, `willFinish` hooks, time limits, thread pool,
+/// and the loader scheduling it.
 ///
 /// ```swift
 /// var options = RunOptions(timeout: .seconds(10))
@@ -16,6 +17,15 @@ public struct RunOptions: Sendable {
   public var timeout: Duration?
   /// The pool blocking stage work runs on.
   public var pool: BlockingPool
+  /// The longest one stage may take, unless ``stageTimeouts`` names its kind; `nil` for no limit.
+  /// On expiry the operation fails with `timedOut`, naming the stage.
+  public var stageTimeout: Duration?
+  /// Time limits for stages of some kinds (`["fetch": .seconds(10)]`), overriding
+  /// ``stageTimeout``.
+  public var stageTimeouts: [String: Duration] = [:]
+  /// Set by an ``ImageLoader``: the scheduler that bounds and shares the run's stage work, and
+  /// the run's priority. `nil` runs every stage directly on ``pool``.
+  public var scheduling: StageScheduling?
   /// Hooks run after the last stage and before the result is visible, on the working task.
   public private(set) var willFinishHooks: [WillFinishHook]
 
@@ -24,13 +34,18 @@ public struct RunOptions: Sendable {
   public typealias WillFinishHook = @Sendable (any Sendable, OperationInfo) async throws -> Void
 
   public init(
-    observers: [any OperationObserver] = [], timeout: Duration? = .seconds(60), pool: BlockingPool = .shared
+    observers: [any OperationObserver] = [], timeout: Duration? = .seconds(60), stageTimeout: Duration? = nil,
+    pool: BlockingPool = .shared
   ) {
     self.observers = observers
     self.timeout = timeout
+    self.stageTimeout = stageTimeout
     self.pool = pool
     self.willFinishHooks = []
   }
+
+  /// The time limit for a stage of `kind`.
+  public func timeLimit(forStageKind kind: String) -> Duration? { stageTimeouts[kind] ?? stageTimeout }
 
   /// Adds a hook for outputs of type `T` (other outputs skip it).
   public mutating func onWillFinish<T: Sendable>(_ hook: @escaping @Sendable (T, OperationInfo) async throws -> Void) {

@@ -3,10 +3,13 @@ import Foundation
 /// Shares identical in-flight work: callers asking for a key whose work is running wait for that
 /// run instead of starting their own.
 ///
-/// The shared work runs at the highest priority of its waiters (its ``PriorityTicket`` follows
-/// them as they come and go). A waiter that is cancelled stops waiting at once without disturbing
-/// the others; the work itself is cancelled when its last waiter goes. Results are not kept:
-/// once the work finishes, the next caller starts it again (keeping results is a cache's job).
+/// The shared work runs at the highest priority of its waiters: its ``PriorityTicket`` follows
+/// them as they come, go, or change their own tickets. A waiter that is cancelled stops waiting at
+/// once without disturbing the others; the work itself is cancelled when its last waiter goes.
+/// Results are not kept: once the work finishes, the next caller starts it again (keeping results
+/// is a cache's job). When a result goes to more than one waiter, the optional `share` function
+/// prepares it first (a lazily decoded image, which can be read only once, is made into one in
+/// memory).
 ///
 /// ```swift
 /// let transfers = Coalescer<String, FetchedData>()
@@ -15,81 +18,150 @@ import Foundation
 /// }
 /// ```
 public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchecked Sendable {
+  private struct Waiter {
+    let ticket: PriorityTicket
+    let observation: UUID
+    let continuation: CheckedContinuation<(Int, Value)?, any Error>
+    let position: Int
+  }
+
   private final class Entry: @unchecked Sendable {  // guarded by the coalescer's lock
     let ticket: PriorityTicket
     var task: Task<Void, Never>?
-    var waiters: [UUID: (priority: LoadPriority, continuation: CheckedContinuation<Value, any Error>)] = [:]
-    var joined = 0
+    var waiters: [UUID: Waiter] = [:]
     init(ticket: PriorityTicket) { self.ticket = ticket }
+
+    func updatePriority() {
+      guard let highest = waiters.values.map(\.ticket.priority).max() else { return }
+      ticket.priority = highest
+    }
   }
 
   private let lock = NSLock()
   private var entries: [Key: Entry] = [:]  // guarded by `lock`
   private var runs = 0  // guarded by `lock`
+  private var joins = 0  // guarded by `lock`
   /// Waiters between their cancellation check and joining, and those cancelled in that window.
   private var arriving: Set<UUID> = []  // guarded by `lock`
   private var cancelledEarly: Set<UUID> = []  // guarded by `lock`
+  /// The key each waiting caller waits for.
+  private var waiterKeys: [UUID: Key] = [:]  // guarded by `lock`
+  private let share: (@Sendable (Value, _ consumers: Int) async throws -> Value)?
 
-  public init() {}
+  /// Creates a coalescer. `share` prepares a result that goes to several waiters.
+  public init(share: (@Sendable (Value, _ consumers: Int) async throws -> Value)? = nil) {
+    self.share = share
+  }
 
   /// Work running now.
   public var inFlight: Int { lock.withLock { entries.count } }
   /// How many times work was started (for tests and metrics: one per distinct run).
   public var started: Int { lock.withLock { runs } }
+  /// How many times a caller joined work that was already running.
+  public var joined: Int { lock.withLock { joins } }
   /// How many callers wait for `key`'s work (0 when none runs).
   public func waiters(for key: Key) -> Int { lock.withLock { entries[key]?.waiters.count ?? 0 } }
+  /// True while work for `key` runs.
+  public func isRunning(_ key: Key) -> Bool { lock.withLock { entries[key] != nil } }
 
   /// The result of the work for `key`: joins the running work, or starts `work` with a ticket
   /// carrying the waiters' highest priority.
   public func value(
     for key: Key, priority: LoadPriority = .normal, work: @escaping @Sendable (PriorityTicket) async throws -> Value
   ) async throws -> Value {
+    try await value(for: key, ticket: PriorityTicket(priority), work: work)
+  }
+
+  /// Like ``value(for:priority:work:)``, with the waiter's priority read from `ticket` for as long
+  /// as it waits (raising it raises the shared work's priority).
+  public func value(
+    for key: Key, ticket: PriorityTicket, work: @escaping @Sendable (PriorityTicket) async throws -> Value
+  ) async throws -> Value {
+    guard let (_, value) = try await wait(for: [key], ticket: ticket, work: work) else { throw CancellationError() }
+    return value
+  }
+
+  /// Joins the first of `keys` whose work is running and returns its position in `keys` and its
+  /// result; `nil` at once when none is running. Used to skip ahead to the deepest shared work.
+  public func joinFirstRunning(of keys: [Key], ticket: PriorityTicket) async throws -> (index: Int, value: Value)? {
+    guard !keys.isEmpty else { return nil }
+    return try await wait(for: keys, ticket: ticket, work: nil)
+  }
+
+  private func wait(
+    for keys: [Key], ticket: PriorityTicket, work: (@Sendable (PriorityTicket) async throws -> Value)?
+  ) async throws -> (Int, Value)? {
     try Task.checkCancellation()
     let waiter = UUID()
     _ = lock.withLock { arriving.insert(waiter) }
+    let observation = ticket.observe { [weak self] _ in self?.priorityChanged(waiter) }
+    defer { ticket.stopObserving(observation) }
     return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
-        let joined = lock.withLock { () -> Bool in
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Int, Value)?, any Error>) in
+        let outcome = lock.withLock { () -> JoinOutcome in
           arriving.remove(waiter)
-          if cancelledEarly.remove(waiter) != nil { return false }
-          if let entry = entries[key] {
-            entry.waiters[waiter] = (priority, continuation)
-            entry.joined += 1
-            entry.ticket.priority = max(entry.ticket.priority, priority)
-            return true
+          if cancelledEarly.remove(waiter) != nil { return .cancelled }
+          for (position, key) in keys.enumerated() {
+            guard let entry = entries[key] else { continue }
+            entry.waiters[waiter] = Waiter(
+              ticket: ticket, observation: observation, continuation: continuation, position: position)
+            waiterKeys[waiter] = key
+            joins += 1
+            entry.updatePriority()
+            return .waiting
           }
-          let entry = Entry(ticket: PriorityTicket(priority))
-          entry.waiters[waiter] = (priority, continuation)
-          entry.joined = 1
+          guard let work, let key = keys.first else { return .nothingRunning }
+          let entry = Entry(ticket: PriorityTicket(ticket.priority, order: ticket.order))
+          entry.waiters[waiter] = Waiter(ticket: ticket, observation: observation, continuation: continuation, position: 0)
           entries[key] = entry
+          waiterKeys[waiter] = key
           runs += 1
           entry.task = Task { [weak self] in
             let result: Result<Value, any Error>
             do { result = .success(try await work(entry.ticket)) } catch { result = .failure(error) }
-            self?.finish(key, entry: entry, with: result)
+            await self?.finish(key, entry: entry, with: result)
           }
-          return true
+          return .waiting
         }
-        if !joined { continuation.resume(throwing: CancellationError()) }
+        switch outcome {
+        case .waiting: break
+        case .cancelled: continuation.resume(throwing: CancellationError())
+        case .nothingRunning: continuation.resume(returning: nil)
+        }
       }
     } onCancel: {
-      leave(key, waiter: waiter)
+      leave(waiter)
     }
   }
 
-  private func finish(_ key: Key, entry: Entry, with result: Result<Value, any Error>) {
-    let waiting = lock.withLock { () -> [CheckedContinuation<Value, any Error>] in
+  private func finish(_ key: Key, entry: Entry, with result: Result<Value, any Error>) async {
+    // Removing the entry first closes it to newcomers, so the count of consumers is final.
+    let waiting = lock.withLock { () -> [Waiter] in
       if entries[key] === entry { entries[key] = nil }
+      for waiter in entry.waiters.keys { waiterKeys[waiter] = nil }
       defer { entry.waiters.removeAll() }
-      return entry.waiters.values.map(\.continuation)
+      return Array(entry.waiters.values)
     }
-    for continuation in waiting { continuation.resume(with: result) }
+    var result = result
+    if waiting.count > 1, let share, case .success(let value) = result {
+      do { result = .success(try await share(value, waiting.count)) } catch { result = .failure(error) }
+    }
+    for waiter in waiting { waiter.continuation.resume(with: result.map { (waiter.position, $0) }) }
+  }
+
+  private func priorityChanged(_ waiter: UUID) {
+    lock.withLock {
+      guard let key = waiterKeys[waiter] else { return }
+      entries[key]?.updatePriority()
+    }
   }
 
   /// A waiter was cancelled: it stops waiting; the last one to go cancels the work.
-  private func leave(_ key: Key, waiter: UUID) {
-    let (continuation, cancelWork) = lock.withLock { () -> (CheckedContinuation<Value, any Error>?, Task<Void, Never>?) in
-      guard let entry = entries[key], let leaving = entry.waiters.removeValue(forKey: waiter) else {
+  private func leave(_ waiter: UUID) {
+    let (continuation, cancelWork) = lock.withLock { () -> (CheckedContinuation<(Int, Value)?, any Error>?, Task<Void, Never>?) in
+      guard let key = waiterKeys.removeValue(forKey: waiter), let entry = entries[key],
+        let leaving = entry.waiters.removeValue(forKey: waiter)
+      else {
         if arriving.contains(waiter) { cancelledEarly.insert(waiter) }
         return (nil, nil)
       }
@@ -97,10 +169,12 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
         entries[key] = nil
         return (leaving.continuation, entry.task)
       }
-      entry.ticket.priority = entry.waiters.values.map(\.priority).max() ?? .normal
+      entry.updatePriority()
       return (leaving.continuation, nil)
     }
     continuation?.resume(throwing: CancellationError())
     cancelWork?.cancel()
   }
 }
+
+private enum JoinOutcome { case waiting, cancelled, nothingRunning }

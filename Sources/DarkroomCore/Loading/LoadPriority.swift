@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// How urgent a load is. Higher priorities take a free slot of a ``ResourceClass`` first; within a
 /// priority, first come, first served.
@@ -21,8 +22,22 @@ public final class PriorityTicket: @unchecked Sendable {
   private let lock = NSLock()
   private var value: LoadPriority  // guarded by `lock`
   private var observers: [UUID: @Sendable (LoadPriority) -> Void] = [:]  // guarded by `lock`
+  /// When the work was asked for: within a priority, queued work goes in this order (first come,
+  /// first served), whatever order its tasks reach the queue in.
+  public let order: UInt64
 
-  public init(_ priority: LoadPriority = .normal) { value = priority }
+  private static let clock = Mutex<UInt64>(0)
+
+  /// A ticket at `priority`, stamped now (or with `order`, to queue as early as another ticket).
+  public init(_ priority: LoadPriority = .normal, order: UInt64? = nil) {
+    value = priority
+    self.order =
+      order
+      ?? PriorityTicket.clock.withLock {
+        $0 += 1
+        return $0
+      }
+  }
 
   /// The current priority; setting it reorders queued work holding this ticket.
   public var priority: LoadPriority {

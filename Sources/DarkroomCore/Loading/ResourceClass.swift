@@ -1,7 +1,7 @@
 import Foundation
 
 /// A kind of resource with a bound on how much work uses it at once — network transfers, CPU
-/// work, disk I/O — and a queue ordered by priority, then by arrival.
+/// work, disk I/O — and a queue ordered by priority, then by when it was asked for (its ticket's order).
 ///
 /// ``run(_:_:)`` waits for a slot (suspended, not blocking a thread), runs the work, and frees the
 /// slot. The limit is never exceeded (``peak`` records the most ever running), a waiter that is
@@ -20,7 +20,7 @@ public final class ResourceClass: @unchecked Sendable {
   private var active = 0  // guarded by `lock`
   private var highest = 0  // guarded by `lock`
   private var sequence: UInt64 = 0  // guarded by `lock`
-  /// Waiting work by priority, each ordered by arrival (`sequence`).
+  /// Waiting work by priority, each ordered by ticket order.
   private var queues: [LoadPriority: [Waiter]] = [:]  // guarded by `lock`
   /// Waiters cancelled before they were queued (the handler ran first).
   private var cancelledEarly: Set<UInt64> = []  // guarded by `lock`
@@ -29,6 +29,7 @@ public final class ResourceClass: @unchecked Sendable {
 
   private struct Waiter {
     let id: UInt64
+    let order: UInt64
     let continuation: CheckedContinuation<Void, any Error>
   }
 
@@ -82,7 +83,7 @@ public final class ResourceClass: @unchecked Sendable {
             take()
             return true
           }
-          queues[ticket.priority, default: []].append(Waiter(id: id, continuation: continuation))
+          enqueue(Waiter(id: id, order: ticket.order, continuation: continuation), at: ticket.priority)
           return false
         }
         switch outcome {
@@ -142,13 +143,26 @@ public final class ResourceClass: @unchecked Sendable {
       for current in LoadPriority.allCases where current != priority {
         guard let index = queues[current]?.firstIndex(where: { $0.id == id }), let waiter = queues[current]?.remove(at: index)
         else { continue }
-        // Keep arrival order within the new priority.
-        var queue = queues[priority, default: []]
-        let position = queue.firstIndex { $0.id > waiter.id } ?? queue.count
-        queue.insert(waiter, at: position)
-        queues[priority] = queue
+        enqueue(waiter, at: priority)
         return
       }
     }
+  }
+
+  /// Queues `waiter` behind every waiter of its priority asked for before it (by ticket order).
+  private func enqueue(_ waiter: Waiter, at priority: LoadPriority) {
+    var queue = queues[priority, default: []]
+    queues[priority] = nil  // keep the array uniquely referenced while inserting
+    var low = 0
+    var high = queue.count
+    if let last = queue.last, last.order <= waiter.order {
+      low = high  // the usual case: asked last, queued last
+    }
+    while low < high {
+      let middle = (low + high) / 2
+      if queue[middle].order <= waiter.order { low = middle + 1 } else { high = middle }
+    }
+    queue.insert(waiter, at: low)
+    queues[priority] = queue
   }
 }

@@ -17,6 +17,7 @@ public struct AnyStage: Sendable, CustomStringConvertible {
   /// The wrapped stage value, for optimizers that recognise stage types.
   public let base: any Sendable
   private let body: @Sendable (any Sendable, StageContext) async throws -> any Sendable
+  private let resourceBody: @Sendable (any Sendable) -> StageResource
 
   /// Wraps a stage.
   public init<S: Stage>(_ stage: S) {
@@ -31,6 +32,7 @@ public struct AnyStage: Sendable, CustomStringConvertible {
     self.inputType = S.Input.self
     self.outputType = S.Output.self
     self.base = stage
+    self.resourceBody = { input in (input as? S.Input).map { stage.resource(for: $0) } ?? .cpu }
     self.body = { input, context in
       guard let typed = input as? S.Input else {
         throw PipelineError(
@@ -48,6 +50,9 @@ public struct AnyStage: Sendable, CustomStringConvertible {
   }
 
   /// Whether this stage accepts a value of `type`.
+  /// What processing `input` mostly uses (see ``Stage/resource(for:)``).
+  public func resource(for input: any Sendable) -> StageResource { resourceBody(input) }
+
   public func accepts(_ type: any Sendable.Type) -> Bool { ObjectIdentifier(type) == ObjectIdentifier(inputType) }
 
   /// Whether the output of this stage can feed `next`.

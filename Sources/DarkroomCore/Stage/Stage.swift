@@ -28,11 +28,25 @@ public protocol Stage<Input, Output>: Sendable {
 
   /// Turns an input into an output, or throws (preferably a ``PipelineError``).
   func process(_ input: Input, context: StageContext) async throws -> Output
+
+  /// What processing `input` mostly uses, so that an ``ImageLoader`` can bound it: `.cpu` unless
+  /// a stage says otherwise (a fetcher says `.network` for URLs and `.disk` for files).
+  func resource(for input: Input) -> StageResource
 }
 
 extension Stage {
   /// The kind name, from an instance.
   public var kind: String { Self.kind }
+
+  /// CPU work, by default.
+  public func resource(for input: Input) -> StageResource { .cpu }
+}
+
+/// The resource a stage's work mostly uses: each has its own concurrency limit in an
+/// ``ImageLoader`` (network transfers, CPU work, disk I/O); `.light` work (a pass-through, a
+/// cache checkpoint) is never queued.
+public enum StageResource: String, Sendable, Hashable, CaseIterable, Codable {
+  case network, cpu, disk, light
 }
 
 /// What a stage may know and use about the operation that runs it.

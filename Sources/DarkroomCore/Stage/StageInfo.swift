@@ -9,15 +9,20 @@ public struct StageInfo: Sendable, Hashable, Codable, CustomStringConvertible {
   /// The kinds a fused stage replaced (empty otherwise).
   public var fusedKinds: [String]
 
-  public init(index: Int, kind: String, identifier: String, fusedKinds: [String] = []) {
+  /// True when this run did not run the stage itself but joined identical in-flight work of
+  /// another run (see ``ImageLoader``).
+  public var joined: Bool
+
+  public init(index: Int, kind: String, identifier: String, fusedKinds: [String] = [], joined: Bool = false) {
     self.index = index
     self.kind = kind
     self.identifier = identifier
     self.fusedKinds = fusedKinds
+    self.joined = joined
   }
 
-  public init(index: Int, stage: AnyStage) {
-    self.init(index: index, kind: stage.kind, identifier: stage.identifier, fusedKinds: stage.fusedKinds)
+  public init(index: Int, stage: AnyStage, joined: Bool = false) {
+    self.init(index: index, kind: stage.kind, identifier: stage.identifier, fusedKinds: stage.fusedKinds, joined: joined)
   }
 
   public var description: String { "stages[\(index)] \(kind)" }

@@ -23,6 +23,9 @@ public struct BytesWriter: Stage {
 
   public var identifier: String { "save(\(template))" }
 
+  /// Writing files is disk work.
+  public func resource(for input: FetchedData) -> StageResource { .disk }
+
   public func process(_ input: FetchedData, context: StageContext) async throws -> WrittenFile {
     let sniffed = ImageFormat.sniff(input.bytes.prefix(64))?.fileExtension
     let own: String? = {

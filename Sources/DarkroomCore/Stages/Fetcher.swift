@@ -59,6 +59,16 @@ public struct Fetcher: Stage {
     try await transport(for: source).fetch(source, limits: FetchLimits(maxBytes: maxBytes, roots: roots), context: context)
   }
 
+  /// Files are disk work, `data:` URLs and malformed sources light work; other URLs go over the
+  /// network.
+  public func resource(for source: ImageSource) -> StageResource {
+    switch source.location {
+    case .file: .disk
+    case .url(let url): url.scheme?.lowercased() == "data" ? .light : .network
+    case .malformed: .light
+    }
+  }
+
   /// The transport serving `source`, once its scheme is allowed.
   func transport(for source: ImageSource) throws -> any FetchTransport {
     let scheme: String

@@ -60,6 +60,9 @@ public struct Writer: Stage {
     return problems
   }
 
+  /// Writing files is disk work.
+  public func resource(for input: EncodedImage) -> StageResource { .disk }
+
   public func process(_ image: EncodedImage, context: StageContext) async throws -> WrittenImage {
     let name = fileName(for: image, pipeline: context.pipelineName)
     if let problem = Writer.problems(in: name).first {

@@ -49,3 +49,16 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
     OutputSummary(width: width, height: height, format: sourceFormat.rawValue, partial: partial)
   }
 }
+
+extension DecodedImage: ShareableValue {
+  /// Decodes the pixels into memory once, so that every operation sharing this decode can read
+  /// them (a lazily decoded image can be read only once, from top to bottom). A live shared image
+  /// is already in memory.
+  public func preparedForSharing(consumers: Int, pool: BlockingPool) async throws -> DecodedImage {
+    guard liveImage == nil else { return self }
+    var shared = self
+    let image = self.image
+    shared.image = try await pool.run { try image.materialized() }
+    return shared
+  }
+}

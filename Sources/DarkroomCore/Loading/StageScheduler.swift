@@ -1,0 +1,107 @@
+import Foundation
+
+/// How a loader runs stages: a bounded ``ResourceClass`` per kind of resource, a pool of threads
+/// for CPU work and one for disk I/O, and (optionally) the sharing of identical in-flight work.
+///
+/// Every ``ImageLoader`` owns one; runs it starts carry it in ``RunOptions/scheduling`` with their
+/// own ``PriorityTicket``. The executor asks it to perform each stage: the stage's
+/// ``Stage/resource(for:)`` picks the class whose slot it waits for (at the ticket's priority) and
+/// the pool its blocking work runs on. `.light` stages never wait.
+///
+/// ```swift
+/// let scheduler = StageScheduler(networkLimit: 8, cpuLimit: 2, diskLimit: 4)
+/// var options = RunOptions()
+/// options.scheduling = StageScheduling(scheduler: scheduler, ticket: PriorityTicket(.high))
+/// let image = try await pipeline.process(source, options: options)
+/// ```
+public final class StageScheduler: Sendable {
+  /// Network transfers at once.
+  public let network: ResourceClass
+  /// CPU-bound stage work at once (decode, resize, encode…).
+  public let cpu: ResourceClass
+  /// Disk reads and writes at once.
+  public let disk: ResourceClass
+  /// The threads CPU work runs on: as many as the CPU class allows.
+  public let cpuPool: BlockingPool
+  /// The threads disk work runs on: as many as the disk class allows. Kept apart from the CPU
+  /// pool so that a cheap read never waits behind an expensive decode.
+  public let ioPool: BlockingPool
+  /// The shared in-flight work, keyed by source identity and stage chain; `nil` when off.
+  public let coalescer: Coalescer<String, any Sendable>?
+
+  /// Creates a scheduler with the given limits (each at least 1). `coalescing: false` runs every
+  /// operation's stages on their own, for comparison.
+  public init(
+    networkLimit: Int = 8, cpuLimit: Int = ProcessInfo.processInfo.activeProcessorCount, diskLimit: Int = 4,
+    coalescing: Bool = true
+  ) {
+    network = ResourceClass(name: "network", limit: networkLimit)
+    cpu = ResourceClass(name: "cpu", limit: cpuLimit)
+    disk = ResourceClass(name: "disk", limit: diskLimit)
+    let cpuPool = BlockingPool(threads: max(1, cpuLimit), name: "darkroom.cpu")
+    self.cpuPool = cpuPool
+    ioPool = BlockingPool(threads: max(1, diskLimit), name: "darkroom.io")
+    coalescer =
+      coalescing
+      ? Coalescer<String, any Sendable>(share: { shared, consumers in
+        guard var result = shared as? SharedWork.Result, let shareable = result.value as? any ShareableValue else {
+          return shared
+        }
+        result.value = try await shareable.preparedForSharing(consumers: consumers, pool: cpuPool)
+        return result
+      }) : nil
+  }
+
+  /// The class bounding `resource`, or `nil` for light work.
+  public func resourceClass(for resource: StageResource) -> ResourceClass? {
+    switch resource {
+    case .network: network
+    case .cpu: cpu
+    case .disk: disk
+    case .light: nil
+    }
+  }
+
+  /// Runs `stage` on `input` once a slot of its resource class is free, with blocking work on
+  /// the matching pool.
+  public func perform(_ stage: AnyStage, input: any Sendable, context: StageContext, ticket: PriorityTicket) async throws
+    -> any Sendable
+  {
+    let resource = stage.resource(for: input)
+    var context = context
+    context.pool = resource == .disk ? ioPool : cpuPool
+    guard let gate = resourceClass(for: resource) else { return try await stage.process(input, context: context) }
+    let bound = context
+    return try await gate.run(ticket) { try await stage.process(input, context: bound) }
+  }
+}
+
+/// What ties one run to a loader: the scheduler and the run's priority.
+public struct StageScheduling: Sendable {
+  public var scheduler: StageScheduler
+  /// The run's priority; changing it while the run waits reorders it.
+  public var ticket: PriorityTicket
+
+  public init(scheduler: StageScheduler, ticket: PriorityTicket = PriorityTicket()) {
+    self.scheduler = scheduler
+    self.ticket = ticket
+  }
+}
+
+/// A value that must be prepared before several consumers use it at once: shared in-flight work
+/// hands it to more than one operation.
+///
+/// A lazily decoded image, for example, may be read only once from top to bottom; it is made into
+/// an image in memory first.
+///
+/// ```swift
+/// extension MyLazyImage: ShareableValue {
+///   func preparedForSharing(consumers: Int, pool: BlockingPool) async throws -> MyLazyImage {
+///     try await pool.run { try self.loadedIntoMemory() }
+///   }
+/// }
+/// ```
+public protocol ShareableValue: Sendable {
+  /// A copy safe to give to `consumers` operations at once; blocking work goes to `pool`.
+  func preparedForSharing(consumers: Int, pool: BlockingPool) async throws -> Self
+}
