@@ -96,4 +96,38 @@ struct CoalescerTests {
     probe.open()
     for waiter in waiters { await #expect(throws: Boom.self) { try await waiter.value } }
   }
+
+  @Test("a quick next step stays open to every caller resumed with the same result (cohort)")
+  func cohortKeepsNextStepOpen() async throws {
+    let coalescer = Coalescer<String, Int>()
+    let probe = Probe()
+    let nextRuns = Counter()
+    let first = PriorityTicket()
+    let second = PriorityTicket()
+    async let early = chained(coalescer, probe, ticket: first, yieldsBeforeNext: 0, runs: nextRuns)
+    async let late = chained(coalescer, probe, ticket: second, yieldsBeforeNext: 200, runs: nextRuns)
+    await waitUntil(coalescer, key: "a", waiters: 2)
+    probe.open()
+    let values = try await [early, late]
+    #expect(values == [7, 7])
+    #expect(nextRuns.value == 1)
+  }
+
+  final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+  }
+
+  func chained(
+    _ coalescer: Coalescer<String, Int>, _ probe: Probe, ticket: PriorityTicket, yieldsBeforeNext: Int, runs: Counter
+  ) async throws -> Int {
+    let step = try await coalescer.value(for: "a", ticket: ticket, after: nil, work: work(probe))
+    for _ in 0..<yieldsBeforeNext { await Task.yield() }
+    return try await coalescer.value(for: "b", ticket: ticket, after: step.cohort) { _ in
+      runs.increment()
+      return 7
+    }.value
+  }
 }

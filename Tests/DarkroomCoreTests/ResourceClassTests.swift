@@ -51,7 +51,9 @@ struct ResourceClassTests {
     let log = Log()
     let (open, holder) = try await hold(resource)
     var tasks: [Task<Void, any Error>] = []
-    for (name, priority) in [("low1", LoadPriority.low), ("normal1", .normal), ("high1", .high), ("low2", .low), ("normal2", .normal)] {
+    for (name, priority) in [
+      ("low1", LoadPriority.low), ("normal1", .normal), ("high1", .high), ("low2", .low), ("normal2", .normal),
+    ] {
       tasks.append(await enqueue(resource, name, PriorityTicket(priority), log: log))
     }
     open()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs stage graphs: the one executor behind every pipeline, built in code or loaded from JSON.
 ///
@@ -49,7 +50,7 @@ public struct PipelineExecutor: Sendable {
         let stages = graph.runnableStages
         let checkpoints = Checkpoints(stages: stages, input: input, source: source)
         let start = try await checkpoints.start(input: input, source: source, context: context) { body in
-          try await runStage(stages[0], index: 0, context: context, operation: operation) { _ in try await body() }
+          try await runStage(stages[0], index: 0, context: context, operation: operation) { _, _ in try await body() }
         }
         var run = RunState(value: start.value, start: start.index, facts: start.facts)
         try await runStages(
@@ -111,6 +112,7 @@ public struct PipelineExecutor: Sendable {
     operation: PipelineOperation<Output>
   ) async throws {
     let sharing = SharedWork(options.scheduling, source: context.source, stages: stages)
+    defer { sharing?.finish() }
     var index = state.start
     while index < stages.count {
       try Task.checkCancellation()
@@ -126,9 +128,12 @@ public struct PipelineExecutor: Sendable {
       let input = state.value
       let facts = state.facts
       let limit = options.timeLimit(forStageKind: stage.kind)
-      let value = try await runStage(stage, index: index, limit: limit, context: context, operation: operation) { context in
+      let value = try await runStage(
+        stage, index: index, limit: limit, announcesStart: sharing != nil, context: context, operation: operation
+      ) { context, announce in
         guard let sharing else { return try await stage.process(input, context: context) }
-        return try await sharing.run(stage, index: position, input: input, facts: facts, context: context).value
+        return try await sharing.run(stage, index: position, input: input, facts: facts, context: context, announce: announce)
+          .value
       }
       if let fetched = value as? FetchedData, fetched.status != nil { state.facts = ResponseFacts(fetched, now: Date()) }
       if checkpoints.keys[index] != nil { state.pending.append((index, value)) }
@@ -155,30 +160,46 @@ public struct PipelineExecutor: Sendable {
     return joined
   }
 
-  /// Runs one stage's work with its lifecycle events and error attribution.
+  /// Runs one stage's work with its lifecycle events and error attribution. With
+  /// `announcesStart`, the body says when the stage starts and whether it joined shared work;
+  /// otherwise it starts at once.
   private static func runStage<Output: Sendable>(
-    _ stage: AnyStage, index: Int, limit: Duration? = nil, context: StageContext, operation: PipelineOperation<Output>,
-    _ body: @escaping @Sendable (StageContext) async throws -> any Sendable
+    _ stage: AnyStage, index: Int, limit: Duration? = nil, announcesStart: Bool = false, context: StageContext,
+    operation: PipelineOperation<Output>,
+    _ body:
+      @escaping @Sendable (StageContext, _ announce: @escaping @Sendable (_ joined: Bool) -> Void) async throws -> any Sendable
   ) async throws -> any Sendable {
-    let info = StageInfo(index: index, stage: stage)
-    operation.handle(.stageStarted(info))
+    let announced = Mutex<Bool?>(nil)
+    let announce: @Sendable (Bool) -> Void = { [weak operation] joined in
+      let first = announced.withLock { state -> Bool in
+        guard state == nil else { return false }
+        state = joined
+        return true
+      }
+      if first { operation?.handle(.stageStarted(StageInfo(index: index, stage: stage, joined: joined))) }
+    }
+    if !announcesStart { announce(false) }
     let clock = ContinuousClock()
     let started = clock.now
     let value: any Sendable
     do {
       value = try await withTimeout(limit, source: context.source?.description, what: "stage \"\(stage.kind)\"") {
-        try await body(context)
+        try await body(context, announce)
       }
     } catch let error as PipelineError {
+      announce(false)
       throw error.attributed(stageKind: stage.kind, stageIdentifier: stage.identifier, source: context.source?.description)
     } catch let error as CancellationError {
       throw error
     } catch {
+      announce(false)
       throw PipelineError(
         .stageFailed, "stage \"\(stage.kind)\" failed: \(error)", stageKind: stage.kind, stageIdentifier: stage.identifier,
         source: context.source?.description, cause: error)
     }
-    operation.handle(.stageFinished(info, clock.now - started))
+    announce(false)
+    let joined = announced.withLock { $0 } ?? false
+    operation.handle(.stageFinished(StageInfo(index: index, stage: stage, joined: joined), clock.now - started))
     return value
   }
 

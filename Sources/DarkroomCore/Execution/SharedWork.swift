@@ -1,9 +1,10 @@
 import Foundation
+import Synchronization
 
 /// One run's view of a loader's shared in-flight work: the key of every stage prefix (source
 /// identity and the identifiers of the stages up to it), joining the deepest prefix already being
 /// computed, and computing a prefix so that others may join it.
-struct SharedWork: Sendable {
+final class SharedWork: Sendable {
   /// A computed prefix value and what the fetch said about freshness, so that a run joining after
   /// the fetch still stores its own checkpoints with the right lifetime.
   struct Result: Sendable {
@@ -16,6 +17,8 @@ struct SharedWork: Sendable {
   let coalescer: Coalescer<String, any Sendable>?
   /// Stage index → key of the value after that stage (empty without coalescing).
   let keys: [String]
+  /// The group this run received its last shared value with, until its next call checks in.
+  private let cohort = Mutex<Cohort?>(nil)
 
   init?(_ scheduling: StageScheduling?, source: ImageSource?, stages: [AnyStage]) {
     guard let scheduling else { return nil }
@@ -38,25 +41,43 @@ struct SharedWork: Sendable {
   func joinDeepest(from index: Int) async throws -> (through: Int, result: Result)? {
     guard let coalescer, index < keys.count else { return nil }
     let candidates = Array(keys[index...].reversed())
-    guard let joined = try await coalescer.joinFirstRunning(of: candidates, ticket: ticket) else { return nil }
+    let pending = cohort.withLock { $0 }
+    guard let joined = try await coalescer.joinFirstRunning(of: candidates, ticket: ticket, after: pending) else { return nil }
+    cohort.withLock { $0 = joined.cohort }
     guard let result = joined.value as? Result else { return nil }
     return (keys.count - 1 - joined.index, result)
   }
 
+  /// The run makes no more calls: it checks in with the group it last received a value with.
+  func finish() {
+    let pending = cohort.withLock { state -> Cohort? in
+      defer { state = nil }
+      return state
+    }
+    pending?.checkIn()
+  }
+
   /// Runs stage `index` once a slot of its resource class is free; with coalescing, as shared work
   /// that runs with the highest priority of the runs waiting for it.
-  func run(_ stage: AnyStage, index: Int, input: any Sendable, facts: ResponseFacts?, context: StageContext) async throws
-    -> Result
-  {
+  ///
+  /// `announce` is told, as soon as it is known, whether this run joined work already running.
+  func run(
+    _ stage: AnyStage, index: Int, input: any Sendable, facts: ResponseFacts?, context: StageContext,
+    announce: @escaping @Sendable (_ joined: Bool) -> Void
+  ) async throws -> Result {
     guard let coalescer, index < keys.count else {
+      announce(false)
       return Result(value: try await scheduler.perform(stage, input: input, context: context, ticket: ticket), facts: facts)
     }
     let scheduler = scheduler
-    let shared = try await coalescer.value(for: keys[index], ticket: ticket) { sharedTicket in
+    let pending = cohort.withLock { $0 }
+    let shared = try await coalescer.value(for: keys[index], ticket: ticket, after: pending, registered: { announce(!$0) }) {
+      sharedTicket in
       let value = try await scheduler.perform(stage, input: input, context: context, ticket: sharedTicket)
       return Result(value: value, facts: facts)
     }
-    guard let result = shared as? Result else {
+    cohort.withLock { $0 = shared.cohort }
+    guard let result = shared.value as? Result else {
       throw PipelineError(.stageFailed, "shared work for stage \"\(stage.kind)\" returned an unexpected value")
     }
     return result

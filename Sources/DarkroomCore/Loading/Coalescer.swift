@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Shares identical in-flight work: callers asking for a key whose work is running wait for that
 /// run instead of starting their own.
@@ -21,7 +22,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
   private struct Waiter {
     let ticket: PriorityTicket
     let observation: UUID
-    let continuation: CheckedContinuation<(Int, Value)?, any Error>
+    let continuation: CheckedContinuation<Delivery?, any Error>
     let position: Int
   }
 
@@ -29,6 +30,9 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
     let ticket: PriorityTicket
     var task: Task<Void, Never>?
     var waiters: [UUID: Waiter] = [:]
+    /// The callers that got the previous result together with the one that started this work:
+    /// the work is not closed to newcomers until all of them have moved on.
+    var cohort: Cohort?
     init(ticket: PriorityTicket) { self.ticket = ticket }
 
     func updatePriority() {
@@ -77,27 +81,49 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
   public func value(
     for key: Key, ticket: PriorityTicket, work: @escaping @Sendable (PriorityTicket) async throws -> Value
   ) async throws -> Value {
-    guard let (_, value) = try await wait(for: [key], ticket: ticket, work: work) else { throw CancellationError() }
-    return value
+    try await value(for: key, ticket: ticket, after: nil, work: work).value
+  }
+
+  /// A shared result: the position of the key joined, the value, and — when the result went to
+  /// several callers — the ``Cohort`` to pass to the next call of each of them.
+  public struct Delivery: Sendable {
+    public let index: Int
+    public let value: Value
+    public let cohort: Cohort?
+  }
+
+  /// Joins or starts the work for `key`, as a step of a chain of shared work: `cohort` is what the
+  /// caller's previous delivery carried (checked in by this call). `registered` learns at once
+  /// whether this call started the work (`true`) or joined it.
+  public func value(
+    for key: Key, ticket: PriorityTicket, after cohort: Cohort?, registered: (@Sendable (_ started: Bool) -> Void)? = nil,
+    work: @escaping @Sendable (PriorityTicket) async throws -> Value
+  ) async throws -> Delivery {
+    guard let delivery = try await wait(for: [key], ticket: ticket, cohort: cohort, registered: registered, work: work) else {
+      throw CancellationError()
+    }
+    return delivery
   }
 
   /// Joins the first of `keys` whose work is running and returns its position in `keys` and its
-  /// result; `nil` at once when none is running. Used to skip ahead to the deepest shared work.
-  public func joinFirstRunning(of keys: [Key], ticket: PriorityTicket) async throws -> (index: Int, value: Value)? {
+  /// result; `nil` at once when none is running (then `cohort` is not checked in: the caller's
+  /// next call does it). Used to skip ahead to the deepest shared work.
+  public func joinFirstRunning(of keys: [Key], ticket: PriorityTicket, after cohort: Cohort? = nil) async throws -> Delivery? {
     guard !keys.isEmpty else { return nil }
-    return try await wait(for: keys, ticket: ticket, work: nil)
+    return try await wait(for: keys, ticket: ticket, cohort: cohort, registered: nil, work: nil)
   }
 
   private func wait(
-    for keys: [Key], ticket: PriorityTicket, work: (@Sendable (PriorityTicket) async throws -> Value)?
-  ) async throws -> (Int, Value)? {
+    for keys: [Key], ticket: PriorityTicket, cohort: Cohort?, registered: (@Sendable (Bool) -> Void)?,
+    work: (@Sendable (PriorityTicket) async throws -> Value)?
+  ) async throws -> Delivery? {
     try Task.checkCancellation()
     let waiter = UUID()
     _ = lock.withLock { arriving.insert(waiter) }
     let observation = ticket.observe { [weak self] _ in self?.priorityChanged(waiter) }
     defer { ticket.stopObserving(observation) }
     return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Int, Value)?, any Error>) in
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Delivery?, any Error>) in
         let outcome = lock.withLock { () -> JoinOutcome in
           arriving.remove(waiter)
           if cancelledEarly.remove(waiter) != nil { return .cancelled }
@@ -108,10 +134,11 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
             waiterKeys[waiter] = key
             joins += 1
             entry.updatePriority()
-            return .waiting
+            return .waiting(started: false)
           }
           guard let work, let key = keys.first else { return .nothingRunning }
           let entry = Entry(ticket: PriorityTicket(ticket.priority, order: ticket.order))
+          entry.cohort = cohort
           entry.waiters[waiter] = Waiter(ticket: ticket, observation: observation, continuation: continuation, position: 0)
           entries[key] = entry
           waiterKeys[waiter] = key
@@ -121,8 +148,10 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
             do { result = .success(try await work(entry.ticket)) } catch { result = .failure(error) }
             await self?.finish(key, entry: entry, with: result)
           }
-          return .waiting
+          return .waiting(started: true)
         }
+        if outcome != .nothingRunning { cohort?.checkIn() }
+        if case .waiting(let started) = outcome { registered?(started) }
         switch outcome {
         case .waiting: break
         case .cancelled: continuation.resume(throwing: CancellationError())
@@ -135,6 +164,8 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
   }
 
   private func finish(_ key: Key, entry: Entry, with result: Result<Value, any Error>) async {
+    // Callers that got the previous result with this work's starter may be about to join it.
+    await entry.cohort?.allMovedOn()
     // Removing the entry first closes it to newcomers, so the count of consumers is final.
     let waiting = lock.withLock { () -> [Waiter] in
       if entries[key] === entry { entries[key] = nil }
@@ -146,7 +177,11 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
     if waiting.count > 1, let share, case .success(let value) = result {
       do { result = .success(try await share(value, waiting.count)) } catch { result = .failure(error) }
     }
-    for waiter in waiting { waiter.continuation.resume(with: result.map { (waiter.position, $0) }) }
+    let group = waiting.count > 1 ? CohortGroup(count: waiting.count) : nil
+    for waiter in waiting {
+      let cohort = group.map(Cohort.init)
+      waiter.continuation.resume(with: result.map { Delivery(index: waiter.position, value: $0, cohort: cohort) })
+    }
   }
 
   private func priorityChanged(_ waiter: UUID) {
@@ -158,7 +193,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
 
   /// A waiter was cancelled: it stops waiting; the last one to go cancels the work.
   private func leave(_ waiter: UUID) {
-    let (continuation, cancelWork) = lock.withLock { () -> (CheckedContinuation<(Int, Value)?, any Error>?, Task<Void, Never>?) in
+    let (continuation, cancelWork) = lock.withLock { () -> (CheckedContinuation<Delivery?, any Error>?, Task<Void, Never>?) in
       guard let key = waiterKeys.removeValue(forKey: waiter), let entry = entries[key],
         let leaving = entry.waiters.removeValue(forKey: waiter)
       else {
@@ -177,4 +212,57 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchec
   }
 }
 
-private enum JoinOutcome { case waiting, cancelled, nothingRunning }
+private enum JoinOutcome: Equatable {
+  case waiting(started: Bool)
+  case cancelled, nothingRunning
+}
+
+/// One caller's membership of the group that received a shared result together. Work one of
+/// the group starts next stays open to the others until each has made its next call (which checks
+/// its membership in), so that a step finishing quickly is still shared with the callers that were
+/// resumed a moment later.
+///
+/// A caller that makes no further call must ``checkIn()`` itself (when its run ends, fails or is
+/// cancelled); checking in twice counts once.
+public final class Cohort: Sendable {
+  private let group: CohortGroup
+  private let used = Atomic<Bool>(false)
+
+  fileprivate init(_ group: CohortGroup) { self.group = group }
+
+  /// This caller moved on.
+  public func checkIn() {
+    guard !used.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    group.checkIn()
+  }
+
+  /// Waits until every member has checked in.
+  func allMovedOn() async { await group.allMovedOn() }
+}
+
+private final class CohortGroup: Sendable {
+  private let state: Mutex<(remaining: Int, waiters: [CheckedContinuation<Void, Never>])>
+
+  init(count: Int) { state = Mutex((count, [])) }
+
+  func checkIn() {
+    let resume = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+      state.remaining -= 1
+      guard state.remaining == 0 else { return [] }
+      defer { state.waiters = [] }
+      return state.waiters
+    }
+    for waiter in resume { waiter.resume() }
+  }
+
+  func allMovedOn() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let done = state.withLock { state -> Bool in
+        if state.remaining <= 0 { return true }
+        state.waiters.append(continuation)
+        return false
+      }
+      if done { continuation.resume() }
+    }
+  }
+}
