@@ -20,6 +20,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
   ],
   targets: [
     .systemLibrary(
@@ -46,7 +48,11 @@ let package = Package(
     ),
     .target(name: "DarkroomVips", dependencies: ["DarkroomCore", "CVips", "CVipsShim"], swiftSettings: strict),
     .target(
-      name: "Darkroom", dependencies: ["DarkroomCore", "DarkroomVips", "DarkroomCurl", "DarkroomCache"], swiftSettings: strict),
+      name: "Darkroom",
+      dependencies: [
+        "DarkroomCore", "DarkroomVips", "DarkroomCurl", "DarkroomCache", .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+      ], swiftSettings: strict),
     .target(name: "DarkroomTesting", dependencies: ["Darkroom"], swiftSettings: strict),
     .executableTarget(
       name: "darkroom",
@@ -78,7 +84,13 @@ let package = Package(
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
-    .testTarget(name: "DarkroomTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(
+      name: "DarkroomTests",
+      dependencies: [
+        "Darkroom", "DarkroomTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: strict),
     .testTarget(
       name: "darkroomTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "darkroom"],
       swiftSettings: strict),

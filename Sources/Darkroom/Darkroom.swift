@@ -77,6 +77,14 @@ public enum Darkroom {
     ) { options, context in
       CacheFactory(store: try options.makeStore(in: context), maxAge: options.duration, prefix: options.prefix)
     }
+    registry.registerPassThrough(
+      "notify",
+      summary:
+        "Announces a named notification (and how each operation ends) to JSON Lines, a webhook, swift-log or swift-metrics.",
+      options: NotifyOptions.self
+    ) { options, context in
+      NotifyFactory(name: options.name, notifier: try options.makeNotifier(in: context), announcesEnd: options.announce)
+    }
     registry.register(
       "save", summary: "Writes the fetched bytes unchanged into the output directory ({name}.{ext}), atomically.",
       options: SaveOptions.self

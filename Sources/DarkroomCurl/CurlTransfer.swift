@@ -30,7 +30,16 @@ final class CurlTransfer: @unchecked Sendable {
   static let live = Atomic<Int>(0)
   var continuation: CheckedContinuation<CurlOutcome, Never>?
 
-  init?(url: String, options: HTTPOptions, conditional: [String: String], progress: (@Sendable (Int, Int?) -> Void)?) {
+  /// A request body to POST, and its content type.
+  struct Upload: Sendable {
+    var body: String
+    var contentType: String
+  }
+
+  init?(
+    url: String, options: HTTPOptions, conditional: [String: String], upload: Upload? = nil,
+    progress: (@Sendable (Int, Int?) -> Void)?
+  ) {
     guard let easy = dr_easy_new() else { return nil }
     self.easy = easy
     self.url = url
@@ -39,7 +48,7 @@ final class CurlTransfer: @unchecked Sendable {
     self.progress = progress
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
-    configure(options: options, conditional: conditional)
+    configure(options: options, conditional: conditional, upload: upload)
     CurlTransfer.live.add(1, ordering: .relaxed)
   }
 
@@ -56,7 +65,7 @@ final class CurlTransfer: @unchecked Sendable {
   /// The text libcurl left in the handle's error buffer.
   var errorText: String { String(cString: errorBuffer) }
 
-  private func configure(options: HTTPOptions, conditional: [String: String]) {
+  private func configure(options: HTTPOptions, conditional: [String: String], upload: Upload?) {
     _ = dr_setopt_string(easy, CURLOPT_URL, url)
     _ = dr_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
     _ = dr_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
@@ -75,8 +84,18 @@ final class CurlTransfer: @unchecked Sendable {
     // No proxies from the environment: the SSRF guard checks the addresses connected to, which
     // with a proxy would be the proxy's, not the destination's.
     _ = dr_setopt_string(easy, CURLOPT_PROXY, "")
+    var headers = options.headers.merging(conditional) { $1 }
+    if let upload {
+      // POST: libcurl copies the body now; no redirects are followed (a 3xx is the answer).
+      _ = dr_setopt_long(easy, CURLOPT_POST, 1)
+      _ = dr_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(upload.body.utf8.count))
+      _ = dr_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, upload.body)
+      _ = dr_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+      headers["Content-Type"] = upload.contentType
+      headers["Expect"] = ""  // no 100-continue round trip
+    }
     var list: UnsafeMutablePointer<curl_slist>?
-    for (name, value) in (options.headers.merging(conditional) { $1 }).sorted(by: { $0.key < $1.key }) {
+    for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
       list = curl_slist_append(list, "\(name): \(value)")
     }
     headerList = list

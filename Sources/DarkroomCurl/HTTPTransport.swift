@@ -54,11 +54,34 @@ public struct HTTPTransport: FetchTransport {
     var limited = options
     limited.maxBytes = maxBytes ?? options.maxBytes
     for header in source.headers { limited.headers[header.key] = header.value }
+    return try await perform(url, source: source, options: limited, conditional: conditional, upload: nil, progress: progress)
+  }
+
+  /// POSTs `body` (a webhook's JSON, say) to `url` with this transport's options: its timeout,
+  /// retries with backoff on connection failures, 5xx and 429, SSRF guard and allowed hosts.
+  /// Returns the response (status, headers, body).
+  public func post(_ url: String, body: String, contentType: String = "application/json") async throws -> FetchedData {
+    let source = ImageSource(url)
+    guard case .url(let parsed) = source.location, let scheme = parsed.scheme?.lowercased(), schemes.contains(scheme) else {
+      throw PipelineError(.invalidInput, "\(source) is not an http(s) URL", source: source.description)
+    }
+    try Curl.initialize()
+    return try await perform(
+      parsed, source: source, options: options, conditional: [:],
+      upload: CurlTransfer.Upload(body: body, contentType: contentType), progress: nil)
+  }
+
+  private func perform(
+    _ url: URL, source: ImageSource, options limited: HTTPOptions, conditional: [String: String], upload: CurlTransfer.Upload?,
+    progress: (@Sendable (Int, Int?) -> Void)?
+  ) async throws -> FetchedData {
     let clock = ContinuousClock()
     let deadline = clock.now + limited.timeout * (limited.retries + 1)
     var attempt = 0
     while true {
-      guard let transfer = CurlTransfer(url: url.absoluteString, options: limited, conditional: conditional, progress: progress)
+      guard
+        let transfer = CurlTransfer(
+          url: url.absoluteString, options: limited, conditional: conditional, upload: upload, progress: progress)
       else {
         throw PipelineError(.fetchFailed, "libcurl could not create a transfer", source: source.description)
       }

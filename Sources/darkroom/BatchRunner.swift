@@ -2,11 +2,14 @@ import Darkroom
 import Foundation
 import Synchronization
 
-/// Runs a graph over many sources, `jobs` at a time, with progress and a summary.
+/// Runs a graph over many sources through an ``ImageLoader`` — CPU work `jobs` at a time,
+/// transfers `fetchConcurrency` at a time, identical work shared — with progress and a summary.
 struct BatchRunner {
   let graph: StageGraph
-  /// Images whose CPU work runs at once (the blocking pool's threads).
+  /// Stage work on the CPU at once (the loader's CPU class and pool).
   let jobs: Int
+  /// Network transfers at once (the loader's network class).
+  let fetchConcurrency: Int
   /// Operations in flight: more than `jobs`, so transfers run ahead of the CPU work.
   let inFlight: Int
   let timeout: Duration
@@ -36,18 +39,28 @@ struct BatchRunner {
   func run(_ sources: [ImageSource]) async -> Report {
     let tally = Tally()
     let started = ContinuousClock.now
-    var options = RunOptions(timeout: timeout, pool: BlockingPool(threads: jobs, name: "darkroom.jobs"))
-    if emitEvents { options.observers.append(EventsWriter()) }
+    var configuration = ImageLoader.Configuration()
+    configuration.cpuLimit = jobs
+    configuration.networkLimit = fetchConcurrency
+    configuration.timeout = timeout
+    if emitEvents { configuration.observers.append(EventsWriter()) }
+    let loader = ImageLoader(configuration: configuration)
+    let pipeline: Pipeline<ImageSource, any Sendable>
+    do {
+      pipeline = try Pipeline(graph)
+    } catch {
+      Terminal.error("error: \(error.message)")
+      return Report(failed: sources.count)
+    }
     let total = sources.count
-    let executor = PipelineExecutor()
     await withTaskGroup(of: Void.self) { group in
       var next = 0
       while next < total || !group.isEmpty {
         while next < total, next - tally.finishedCount < inFlight {
           let source = sources[next]
           next += 1
-          group.addTask { [self, options] in
-            await runOne(source, executor: executor, options: options, tally: tally, total: total)
+          group.addTask { [self] in
+            await runOne(source, loader: loader, pipeline: pipeline, tally: tally, total: total)
           }
         }
         await group.next()
@@ -59,10 +72,12 @@ struct BatchRunner {
     return report
   }
 
-  private func runOne(_ source: ImageSource, executor: PipelineExecutor, options: RunOptions, tally: Tally, total: Int) async {
+  private func runOne(
+    _ source: ImageSource, loader: ImageLoader, pipeline: Pipeline<ImageSource, any Sendable>, tally: Tally, total: Int
+  ) async {
     let clock = ContinuousClock()
     let begin = clock.now
-    let outcome = await process(source, executor: executor, options: options)
+    let outcome = await loader.load(source, pipeline: pipeline).result.map { _ in () }
     let snapshot = tally.record(outcome, milliseconds: (clock.now - begin).milliseconds)
     if case .failure(let error) = outcome, !emitEvents {
       if showProgress { Terminal.status("") }
@@ -84,16 +99,6 @@ struct BatchRunner {
         report.durations.append(milliseconds)
         return report
       }
-    }
-  }
-
-  private func process(_ source: ImageSource, executor: PipelineExecutor, options: RunOptions) async -> Result<
-    Void, PipelineError
-  > {
-    let operation = executor.start(graph, input: source, options: options, as: (any Sendable).self)
-    switch await operation.result {
-    case .success: return .success(())
-    case .failure(let error): return .failure(error)
     }
   }
 

@@ -128,10 +128,12 @@ struct RunCommand: AsyncParsableCommand {
     // The curl loop (and OpenSSL) start only when something is to be downloaded.
     if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
     let runner = BatchRunner(
-      graph: graph, jobs: cpuJobs, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
+      graph: graph, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
       timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     let report = await runner.run(sources)
+    // Notify stages' sinks deliver what they still hold (a webhook's retries) before exiting.
+    await Notifiers.shared.closeAll()
     if !quiet { Terminal.error(report.summary) }
     if report.failed > 0 { throw ExitStatus.inputsFailed }
   }

@@ -61,5 +61,7 @@ extension PipelineError {
     public static let stageFailed = Self("stageFailed")
     /// A `willFinish` hook refused the result.
     public static let willFinishFailed = Self("willFinishFailed")
+    /// A notification sink could not deliver (a webhook kept failing, a log file is not writable).
+    public static let notifyFailed = Self("notifyFailed")
   }
 }

@@ -22,7 +22,13 @@ public struct PipelineExecutor: Sendable {
   ) -> PipelineOperation<Output> {
     let source = input as? ImageSource
     let info = OperationInfo(id: OperationID(), pipelineName: graph.name, source: source?.description)
-    let operation = PipelineOperation<Output>(info: info, observers: options.observers)
+    var seen: Set<ObjectIdentifier> = []
+    let stageObservers = graph.runnableStages.compactMap { ($0.base as? any OperationObservingStage)?.operationObserver }
+      .filter { observer in  // one notifier behind several notify stages announces each end once
+        guard type(of: observer) is AnyClass else { return true }
+        return seen.insert(ObjectIdentifier(observer as AnyObject)).inserted
+      }
+    let operation = PipelineOperation<Output>(info: info, observers: options.observers + stageObservers)
     let pool = options.pool
     register(operation)
     let task = Task {

@@ -55,7 +55,8 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
   private let registry: RequestRegistry
   private let connection: Int
-  private var exchange: Exchange?
+  /// The request being received: its head and body so far (recorded once complete).
+  private var receiving: (head: HTTPRequestHead, headers: [String: String], body: [UInt8])?
   private var timer: Scheduled<Void>?
   private var generator: Generator?
   private var epoch = 0
@@ -76,15 +77,16 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         let key = name.lowercased()
         headers[key] = headers[key].map { "\($0), \(value)" } ?? value
       }
-      let request = RecordedRequest(
-        method: head.method.rawValue, path: head.uri, headers: headers, connection: connection)
-      let (route, index) = registry.record(request)
-      exchange = Exchange(head: head, recordedHeaders: headers, response: route ?? Self.notFound, index: index)
-    case .body:
-      break
+      receiving = (head, headers, [])
+    case .body(let buffer):
+      receiving?.body.append(contentsOf: buffer.readableBytesView)
     case .end:
-      guard let exchange else { return }
-      self.exchange = nil
+      guard let (head, headers, body) = receiving else { return }
+      receiving = nil
+      let request = RecordedRequest(
+        method: head.method.rawValue, path: head.uri, headers: headers, connection: connection, body: body)
+      let (route, index) = registry.record(request)
+      let exchange = Exchange(head: head, recordedHeaders: headers, response: route ?? Self.notFound, index: index)
       respond(with: exchange.response, extraHeaders: [], to: exchange, context: context)
     }
   }
@@ -117,7 +119,7 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     timer?.cancel()
     timer = nil
     generator = nil
-    exchange = nil
+    receiving = nil
   }
 
   // MARK: Responding

@@ -112,12 +112,15 @@ public struct RecordedRequest: Sendable, Equatable {
   /// Which TCP connection carried the request: 1 for the first connection the server accepted, 2 for the
   /// second, and so on. Requests sharing a value were sent over one kept-alive connection.
   public var connection: Int
+  /// The request body (a POST's payload); empty for most requests.
+  public var body: [UInt8]
 
   /// Creates a recorded request.
-  public init(method: String, path: String, headers: [String: String], connection: Int) {
+  public init(method: String, path: String, headers: [String: String], connection: Int, body: [UInt8] = []) {
     self.method = method
     self.path = path
     self.headers = headers
     self.connection = connection
+    self.body = body
   }
 }

@@ -1,0 +1,111 @@
+import Foundation
+
+/// Where notifications go: observers in the process, a stream, JSON Lines, a webhook, swift-log,
+/// swift-metrics, or anything a user writes.
+///
+/// A ``Notifier`` calls ``deliver(_:)`` for one notification at a time per sink, in the order
+/// posted, off the operation's path (a slow sink never slows a load). A sink that cannot deliver
+/// throws; the notifier counts the failure and goes on.
+///
+/// ```swift
+/// struct Printer: NotificationSink {
+///   var name: String { "printer" }
+///   func deliver(_ notification: LoadNotification) async throws { print(notification.name) }
+/// }
+/// ```
+public protocol NotificationSink: Sendable {
+  /// A short name for statistics and errors (`"webhook"`).
+  var name: String { get }
+  /// Delivers one notification.
+  func deliver(_ notification: LoadNotification) async throws
+  /// Called once no more notifications will come (flush buffers, close files).
+  func close() async
+}
+
+extension NotificationSink {
+  public func close() async {}
+}
+
+/// Calls a closure for each notification: in-process observers.
+///
+/// ```swift
+/// let sink = ObserverSink { notification in metrics.record(notification) }
+/// ```
+public struct ObserverSink: NotificationSink {
+  public let name = "observer"
+  private let body: @Sendable (LoadNotification) async -> Void
+
+  public init(_ body: @escaping @Sendable (LoadNotification) async -> Void) { self.body = body }
+
+  public func deliver(_ notification: LoadNotification) async throws { await body(notification) }
+}
+
+/// Feeds notifications to an `AsyncStream` any task can read.
+///
+/// ```swift
+/// let sink = StreamSink()
+/// Task { for await notification in sink.notifications { print(notification.name) } }
+/// ```
+public final class StreamSink: NotificationSink {
+  public let name = "stream"
+  /// The notifications delivered, ending when the notifier closes.
+  public let notifications: AsyncStream<LoadNotification>
+  private let continuation: AsyncStream<LoadNotification>.Continuation
+
+  /// A stream buffering at most `limit` undelivered notifications (the oldest are dropped).
+  public init(bufferingNewest limit: Int = 10_000) {
+    (notifications, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(limit))
+  }
+
+  public func deliver(_ notification: LoadNotification) async throws { continuation.yield(notification) }
+
+  public func close() async { continuation.finish() }
+}
+
+/// Writes each notification as one line of JSON to standard output or a file (appended).
+///
+/// ```swift
+/// let sink = try JSONLinesSink(path: "/var/log/darkroom/loads.jsonl")
+/// ```
+public final class JSONLinesSink: NotificationSink, @unchecked Sendable {
+  public let name = "jsonl"
+  private let handle: FileHandle
+  private let closesHandle: Bool
+  private let lock = NSLock()
+
+  /// Standard output.
+  public static var standardOutput: JSONLinesSink { JSONLinesSink(handle: .standardOutput, closesHandle: false) }
+
+  /// Appends to the file at `path`, creating it; `"-"` is standard output.
+  public convenience init(path: String) throws(PipelineError) {
+    if path == "-" {
+      self.init(handle: .standardOutput, closesHandle: false)
+      return
+    }
+    if !FileManager.default.fileExists(atPath: path), !FileManager.default.createFile(atPath: path, contents: nil) {
+      throw PipelineError(.writeFailed, "cannot create the notification log \(path): check the folder exists and is writable")
+    }
+    guard let handle = FileHandle(forWritingAtPath: path) else {
+      throw PipelineError(.writeFailed, "cannot open the notification log \(path) for writing")
+    }
+    handle.seekToEndOfFile()
+    self.init(handle: handle, closesHandle: true)
+  }
+
+  init(handle: FileHandle, closesHandle: Bool) {
+    self.handle = handle
+    self.closesHandle = closesHandle
+  }
+
+  public func deliver(_ notification: LoadNotification) async throws {
+    var line = try notification.jsonLine()
+    line.append(0x0A)
+    try lock.withLock { try handle.write(contentsOf: line) }
+  }
+
+  public func close() async {
+    lock.withLock {
+      if closesHandle { try? handle.close() }
+    }
+  }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import Synchronization
+
+/// Fans notifications out to sinks: each sink receives them one at a time, in the order posted,
+/// on its own task, so a slow or failing sink never holds up a load or another sink.
+///
+/// Use it as an ``OperationObserver`` (for example in ``ImageLoader/Configuration/observers``)
+/// to announce every operation's end as ``LoadNotification/Name/didFinish``, `didFail` or
+/// `didCancel`, with the output's dimensions, format and size, the cache outcomes and the error.
+/// A `notify` stage posts its own named notification through one. ``flush()`` waits until all
+/// posted notifications are delivered; ``close()`` also closes the sinks.
+///
+/// ```swift
+/// let notifier = Notifier(sinks: [JSONLinesSink.standardOutput, webhook])
+/// var configuration = ImageLoader.Configuration()
+/// configuration.observers.append(notifier)
+/// …
+/// await notifier.close()
+/// ```
+public final class Notifier: OperationObserver, Sendable {
+  /// Deliveries and failures per sink.
+  public struct Statistics: Sendable, Hashable {
+    public var posted = 0
+    public var delivered = 0
+    public var failed = 0
+    /// The last delivery error.
+    public var lastError: String?
+  }
+
+  /// One sink's queue: counts what is posted and not yet handled, and wakes ``flush()`` waiters.
+  private final class Counters: @unchecked Sendable {
+    private let lock = NSLock()
+    private var statistics = Statistics()  // guarded by `lock`
+    private var pending = 0  // guarded by `lock`
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []  // guarded by `lock`
+
+    var snapshot: Statistics { lock.withLock { statistics } }
+
+    func posted() {
+      lock.withLock {
+        statistics.posted += 1
+        pending += 1
+      }
+    }
+
+    func handled(_ error: (any Error)?) {
+      let idle = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+        if let error {
+          statistics.failed += 1
+          statistics.lastError = (error as? PipelineError)?.message ?? "\(error)"
+        } else {
+          statistics.delivered += 1
+        }
+        pending -= 1
+        guard pending == 0 else { return [] }
+        defer { idleWaiters = [] }
+        return idleWaiters
+      }
+      for waiter in idle { waiter.resume() }
+    }
+
+    func dropped() {
+      let idle = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+        statistics.posted -= 1
+        pending -= 1
+        guard pending == 0 else { return [] }
+        defer { idleWaiters = [] }
+        return idleWaiters
+      }
+      for waiter in idle { waiter.resume() }
+    }
+
+    func drained() async {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let done = lock.withLock { () -> Bool in
+          if pending == 0 { return true }
+          idleWaiters.append(continuation)
+          return false
+        }
+        if done { continuation.resume() }
+      }
+    }
+  }
+
+  private final class Lane: Sendable {
+    let sink: any NotificationSink
+    let continuation: AsyncStream<LoadNotification>.Continuation
+    let task: Task<Void, Never>
+    let counters: Counters
+
+    init(_ sink: any NotificationSink) {
+      self.sink = sink
+      let (stream, continuation) = AsyncStream<LoadNotification>.makeStream()
+      self.continuation = continuation
+      let counters = Counters()
+      self.counters = counters
+      task = Task {
+        for await notification in stream {
+          do {
+            try await sink.deliver(notification)
+            counters.handled(nil)
+          } catch {
+            counters.handled(error)
+          }
+        }
+      }
+    }
+
+    func post(_ notification: LoadNotification) {
+      counters.posted()
+      if case .terminated = continuation.yield(notification) { counters.dropped() }
+    }
+  }
+
+  private let lanes: [Lane]
+  /// What each running operation's cache checkpoints did, until it ends.
+  private let cacheEvents = Mutex<[OperationID: [CacheEvent]]>([:])
+  private let startTimes = Mutex<[OperationID: ContinuousClock.Instant]>([:])
+
+  /// A notifier delivering to `sinks`.
+  public init(sinks: [any NotificationSink]) {
+    lanes = sinks.map(Lane.init)
+  }
+
+  /// The sinks' names and statistics, in the order given.
+  public var statistics: [(sink: String, statistics: Statistics)] {
+    lanes.map { ($0.sink.name, $0.counters.snapshot) }
+  }
+
+  /// Queues `notification` for every sink and returns at once.
+  public func post(_ notification: LoadNotification) {
+    for lane in lanes { lane.post(notification) }
+  }
+
+  /// Waits until every notification posted so far has been delivered (or has failed).
+  public func flush() async {
+    for lane in lanes { await lane.counters.drained() }
+  }
+
+  /// Delivers what is queued, then closes the sinks; later posts are dropped.
+  public func close() async {
+    await flush()
+    for lane in lanes {
+      lane.continuation.finish()
+      await lane.task.value
+      await lane.sink.close()
+    }
+  }
+
+  // MARK: OperationObserver
+
+  /// Sinks that observe operations too (``MetricsSink``) see every event first.
+  public func receive(_ event: OperationEvent, for operation: OperationInfo) {
+    for lane in lanes { (lane.sink as? any OperationObserver)?.receive(event, for: operation) }
+    switch event {
+    case .started:
+      startTimes.withLock { $0[operation.id] = .now }
+    case .cache(let cache):
+      cacheEvents.withLock { $0[operation.id, default: []].append(cache) }
+    case .finished(let summary):
+      post(notification(LoadNotification.Name.didFinish, operation, image: LoadNotification.Image(summary)))
+    case .failed(let error):
+      post(notification(LoadNotification.Name.didFail, operation, error: LoadNotification.Failure(error)))
+    case .cancelled:
+      post(notification(LoadNotification.Name.didCancel, operation))
+    default:
+      break
+    }
+  }
+
+  private func notification(
+    _ name: String, _ operation: OperationInfo, image: LoadNotification.Image? = nil, error: LoadNotification.Failure? = nil
+  ) -> LoadNotification {
+    let cache = cacheEvents.withLock { $0.removeValue(forKey: operation.id) } ?? []
+    let started = startTimes.withLock { $0.removeValue(forKey: operation.id) }
+    return LoadNotification(
+      name: name, operationID: operation.id.description, pipeline: operation.pipelineName, source: operation.source, image: image,
+      cache: cache, error: error, milliseconds: started.map { Self.milliseconds(ContinuousClock.now - $0) })
+  }
+
+  private static func milliseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+  }
+}
+
+/// The notifiers built from pipeline definitions in this process, so that a program can deliver
+/// what they still hold before it exits.
+///
+/// ```swift
+/// await Notifiers.shared.closeAll()   // the runner does this after the last image
+/// ```
+public final class Notifiers: Sendable {
+  public static let shared = Notifiers()
+  private let notifiers = Mutex<[Notifier]>([])
+
+  /// Keeps `notifier` until ``closeAll()``.
+  public func register(_ notifier: Notifier) { notifiers.withLock { $0.append(notifier) } }
+
+  /// Waits until every registered notifier has delivered what was posted.
+  public func flushAll() async {
+    for notifier in notifiers.withLock({ $0 }) { await notifier.flush() }
+  }
+
+  /// Delivers what is queued and closes every registered notifier.
+  public func closeAll() async {
+    let all = notifiers.withLock { state -> [Notifier] in
+      defer { state = [] }
+      return state
+    }
+    for notifier in all { await notifier.close() }
+  }
+}
