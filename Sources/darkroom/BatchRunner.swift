@@ -5,7 +5,13 @@ import Synchronization
 /// Runs a graph over many sources through an ``ImageLoader`` — CPU work `jobs` at a time,
 /// transfers `fetchConcurrency` at a time, identical work shared — with progress and a summary.
 struct BatchRunner {
-  let graph: StageGraph
+  /// What each source is run through: one pipeline, or one per variant (sharing their prefix's work).
+  struct Variant: Sendable {
+    var name: String?
+    var pipeline: Pipeline<ImageSource, any Sendable>
+  }
+
+  let variants: [Variant]
   /// Stage work on the CPU at once (the loader's CPU class and pool).
   let jobs: Int
   /// Network transfers at once (the loader's network class).
@@ -45,13 +51,6 @@ struct BatchRunner {
     configuration.timeout = timeout
     if emitEvents { configuration.observers.append(EventsWriter()) }
     let loader = ImageLoader(configuration: configuration)
-    let pipeline: Pipeline<ImageSource, any Sendable>
-    do {
-      pipeline = try Pipeline(graph)
-    } catch {
-      Terminal.error("error: \(error.message)")
-      return Report(failed: sources.count)
-    }
     let total = sources.count
     await withTaskGroup(of: Void.self) { group in
       var next = 0
@@ -60,7 +59,7 @@ struct BatchRunner {
           let source = sources[next]
           next += 1
           group.addTask { [self] in
-            await runOne(source, loader: loader, pipeline: pipeline, tally: tally, total: total)
+            await runOne(source, loader: loader, tally: tally, total: total)
           }
         }
         await group.next()
@@ -72,12 +71,19 @@ struct BatchRunner {
     return report
   }
 
-  private func runOne(
-    _ source: ImageSource, loader: ImageLoader, pipeline: Pipeline<ImageSource, any Sendable>, tally: Tally, total: Int
-  ) async {
+  private func runOne(_ source: ImageSource, loader: ImageLoader, tally: Tally, total: Int) async {
     let clock = ContinuousClock()
     let begin = clock.now
-    let outcome = await loader.load(source, pipeline: pipeline).result.map { _ in () }
+    // Every variant starts at once, so that they share the transfer and the decode.
+    let operations = variants.map { variant in
+      var options = loader.defaultRunOptions
+      options.variant = variant.name
+      return loader.load(source, pipeline: variant.pipeline, options: options)
+    }
+    var outcome: Result<Void, PipelineError> = .success(())
+    for operation in operations {
+      if case .failure(let error) = await operation.result, case .success = outcome { outcome = .failure(error) }
+    }
     let snapshot = tally.record(outcome, milliseconds: (clock.now - begin).milliseconds)
     if case .failure(let error) = outcome, !emitEvents {
       if showProgress { Terminal.status("") }

@@ -22,16 +22,16 @@ struct CacheCommand: AsyncParsableCommand {
     /// The distinct stores of the pipeline's cache stages.
     func stores() throws -> [any CacheStore] {
       let context = StageBuildContext(cacheDirectory: cacheDir)
-      let graph: StageGraph
+      let set: PipelineSet
       do {
-        graph = try PipelineDefinition.load(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
+        set = try PipelineDefinition.loadSet(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
       } catch {
         Terminal.error("error: invalid pipeline: \(error.message)")
         throw ExitStatus.invalidPipeline
       }
       var seen: Set<String> = []
       var stores: [any CacheStore] = []
-      for stage in graph.stages {
+      for stage in set.variants.flatMap(\.graph.stages) {
         guard let checkpoint = stage.base as? any CheckpointStage else { continue }
         let store = checkpoint.cacheStore
         if let wanted = self.store, store.name != wanted { continue }

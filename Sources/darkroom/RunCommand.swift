@@ -70,14 +70,13 @@ struct RunCommand: AsyncParsableCommand {
 
   func run() async throws {
     let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir)
-    var graph: StageGraph
+    let set: PipelineSet
     do {
-      graph = try PipelineDefinition.load(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
+      set = try PipelineDefinition.loadSet(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
     } catch {
       Terminal.error("error: invalid pipeline: \(error.message)")
       throw ExitStatus.invalidPipeline
     }
-    if noFusion { graph = graph.fusion(false) }
     // libvips starts lazily with the first decode (loading its modules takes ~80 ms, which a
     // fetch-only pipeline does not need); only a non-default thread count starts it now.
     do {
@@ -104,15 +103,30 @@ struct RunCommand: AsyncParsableCommand {
       throw ExitStatus.inputsFailed
     }
     // A pipeline ending with "encode" (or only fetching) gets a default write stage: outputs land
-    // in --output as {name}.{ext}.
-    let produced = ObjectIdentifier(graph.outputType)
-    let finalWriter: AnyStage? =
-      produced == ObjectIdentifier(EncodedImage.self)
-      ? AnyStage(Writer(directory: self.output))
-      : produced == ObjectIdentifier(FetchedData.self) ? AnyStage(BytesWriter(directory: self.output)) : nil
-    if let finalWriter {
+    // in --output as {name}.{ext}, or {name}-{variant}.{ext} for a pipeline with variants.
+    var variants: [BatchRunner.Variant] = []
+    for variant in set.variants {
+      var graph = noFusion ? variant.graph.fusion(false) : variant.graph
+      let template = variant.name == nil ? Writer.defaultTemplate : "{name}-{variant}.{ext}"
+      let produced = ObjectIdentifier(graph.outputType)
+      let finalWriter: AnyStage? =
+        produced == ObjectIdentifier(EncodedImage.self)
+        ? AnyStage(Writer(directory: self.output, template: template))
+        : produced == ObjectIdentifier(FetchedData.self)
+          ? AnyStage(
+            BytesWriter(
+              directory: self.output, template: template.replacingOccurrences(of: "{variant}", with: variant.name ?? "")))
+          : nil
+      if let finalWriter {
+        do {
+          graph = try StageGraph(name: graph.name, stages: graph.stages + [finalWriter], fusion: graph.fusionEnabled)
+        } catch {
+          Terminal.error("error: \(error.message)")
+          throw ExitStatus.invalidPipeline
+        }
+      }
       do {
-        graph = try StageGraph(name: graph.name, stages: graph.stages + [finalWriter], fusion: graph.fusionEnabled)
+        variants.append(BatchRunner.Variant(name: variant.name, pipeline: try Pipeline(graph)))
       } catch {
         Terminal.error("error: \(error.message)")
         throw ExitStatus.invalidPipeline
@@ -128,7 +142,7 @@ struct RunCommand: AsyncParsableCommand {
     // The curl loop (and OpenSSL) start only when something is to be downloaded.
     if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
     let runner = BatchRunner(
-      graph: graph, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
+      variants: variants, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
       timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     let report = await runner.run(sources)

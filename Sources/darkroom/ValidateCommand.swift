@@ -17,11 +17,13 @@ struct ValidateCommand: ParsableCommand {
     var invalid = 0
     for file in files {
       do {
-        let graph = try PipelineDefinition.load(
+        let set = try PipelineDefinition.loadSet(
           contentsOf: file, registry: Darkroom.standardRegistry, context: StageBuildContext(validatingOnly: true))
         if !quiet {
-          let plan = graph.runnableStages.map(\.kind).joined(separator: " → ")
-          print("ok: \(file) (\"\(graph.name)\": \(plan))")
+          let plans = set.variants.map { variant in
+            (variant.name.map { "\($0): " } ?? "") + variant.graph.runnableStages.map(\.kind).joined(separator: " → ")
+          }
+          print("ok: \(file) (\"\(set.name)\": \(plans.joined(separator: "; ")))")
         }
       } catch {
         invalid += 1

@@ -81,7 +81,7 @@ struct PipelineDefinitionTests {
       (#"{"version": 1, "stages": []}"#, ["stages: expected a non-empty array of stage objects, got an array of 0"]),
       (
         #"{"version": 1, "stage": [], "stages": [{"stage": "fetch"}]}"#,
-        [#"stage: unknown key "stage"; did you mean "stages"? (allowed: version, name, description, fusion, stages)"#]
+        [#"stage: unknown key "stage"; did you mean "stages"? (allowed: version, name, description, fusion, stages, variants)"#]
       ),
       (
         stages(#"{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "mode": "fit"}"#),

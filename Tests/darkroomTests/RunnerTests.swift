@@ -98,6 +98,23 @@ struct RunnerTests {
     }
   }
 
+  @Test("variants: every source written as {name}-{variant}.{ext}, decoded once for all its variants")
+  func variants() throws {
+    let output = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    let run = try Runner.run([
+      "run", "Examples/pipelines/avatar-sizes.json", "Examples/images", "--output", output, "--events", "jsonl",
+    ])
+    #expect(run.status == 0, "\(run.stderr)")
+    let files = try FileManager.default.contentsOfDirectory(atPath: output).sorted()
+    for size in ["64", "128", "256"] { #expect(files.filter { $0.hasSuffix("-\(size).webp") }.count == 4) }
+    let events = try run.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }
+    let decodes = events.filter { $0["event"] == "stageStarted" && $0["stage"] == "decode" }
+    #expect(decodes.count == 12)  // every variant's run goes through the decode…
+    #expect(decodes.filter { $0["joined"] == nil }.count == 4)  // …which ran once per source
+    #expect(run.stderr.contains("avatarReady"))  // the notify stage's log sink
+  }
+
   @Test("JSON Lines events: every operation has started, stages, willFinish and exactly one terminal event")
   func eventStream() throws {
     let output = try Runner.temporaryDirectory()

@@ -47,6 +47,29 @@ public enum JSONSchema {
             .object([("type", "boolean"), ("default", true), ("description", "Let the optimizer fuse stages (shrink-on-load).")])
           ),
           ("stages", .object([("type", "array"), ("minItems", 1), ("items", .object([("oneOf", .array(stageSchemas))]))])),
+          (
+            "variants",
+            .object([
+              ("type", "array"), ("minItems", 1),
+              ("description", "Named outputs after the shared stages: each variant's own stages follow them."),
+              (
+                "items",
+                .object([
+                  ("type", "object"), ("additionalProperties", false), ("required", .array(["name", "stages"])),
+                  (
+                    "properties",
+                    .object([
+                      ("name", .object([("type", "string"), ("pattern", "^[A-Za-z0-9._-]{1,64}$")])),
+                      (
+                        "stages",
+                        .object([("type", "array"), ("minItems", 1), ("items", .object([("oneOf", .array(stageSchemas))]))])
+                      ),
+                    ])
+                  ),
+                ])
+              ),
+            ])
+          ),
         ])
       ),
     ])

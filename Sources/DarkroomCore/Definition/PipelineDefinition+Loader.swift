@@ -14,7 +14,7 @@ extension PipelineDefinition {
       issues.append(.init(code: code, path: path, message: message))
     }
 
-    mutating func build(_ document: JSONValue, defaultName: String) -> StageGraph? {
+    mutating func buildSet(_ document: JSONValue, defaultName: String) -> PipelineSet? {
       guard case .object(let members) = document else {
         issue(
           "", "a pipeline definition is a JSON object like {\"version\": 1, \"stages\": [...]}, got \(document.kindDescription)")
@@ -52,15 +52,81 @@ extension PipelineDefinition {
         issue("stages", "expected a non-empty array of stage objects, got \(stagesValue)")
         return nil
       }
-      // In order: a pass-through kind takes its type from the stage before it.
-      var stages: [AnyStage?] = []
-      for (index, item) in items.enumerated() {
-        let flowing = index == 0 ? ImageSource.self : stages[index - 1]?.outputType
-        stages.append(buildStage(item, path: "stages[\(index)]", flowing: flowing))
+      let stages = buildStages(items, path: "stages", after: [])
+      guard let variantsValue = document["variants"] else {
+        checkNeighbours(stages)
+        guard issues.isEmpty else { return nil }
+        return PipelineSet(
+          name: name,
+          variants: [.init(name: nil, graph: StageGraph(trusting: name, stages: stages.compactMap { $0 }, fusion: fusion))])
       }
       checkNeighbours(stages)
+      let variants = buildVariants(variantsValue, after: stages)
       guard issues.isEmpty else { return nil }
-      return StageGraph(trusting: name, stages: stages.compactMap { $0 }, fusion: fusion)
+      // One decode shared by every variant: no shrink-on-load across the prefix when there are several.
+      let variantFusion = fusion && variants.count <= 1
+      return PipelineSet(
+        name: name,
+        variants: variants.map { variant in
+          .init(name: variant.name, graph: StageGraph(trusting: name, stages: variant.stages, fusion: variantFusion))
+        })
+    }
+
+    /// Builds stages in order: a pass-through kind takes its type from the stage before it.
+    mutating func buildStages(_ items: [JSONValue], path: String, after prefix: [AnyStage?]) -> [AnyStage?] {
+      var stages = prefix
+      for (index, item) in items.enumerated() {
+        let flowing = stages.isEmpty ? ImageSource.self : stages[stages.count - 1]?.outputType
+        stages.append(buildStage(item, path: "\(path)[\(index)]", flowing: flowing))
+      }
+      return Array(stages.dropFirst(prefix.count))
+    }
+
+    /// `"variants": [{"name": "64", "stages": [...]}, ...]`: each variant's whole stage list.
+    mutating func buildVariants(_ value: JSONValue, after prefix: [AnyStage?]) -> [(name: String, stages: [AnyStage])] {
+      guard case .array(let items) = value, !items.isEmpty else {
+        issue("variants", "expected a non-empty array like [{\"name\": \"small\", \"stages\": [...]}], got \(value)")
+        return []
+      }
+      var built: [(name: String, stages: [AnyStage])] = []
+      var names: Set<String> = []
+      for (index, item) in items.enumerated() {
+        let path = "variants[\(index)]"
+        guard case .object(let members) = item else {
+          issue(path, "expected a variant object like {\"name\": \"small\", \"stages\": [...]}, got \(item)")
+          continue
+        }
+        for (key, _) in members where key != "name" && key != "stages" {
+          issue("\(path).\(key)", "unknown key \"\(key)\" (allowed: name, stages)")
+        }
+        guard case .string(let name)? = item["name"], PipelineDefinition.isVariantName(name) else {
+          issue(
+            "\(path).name",
+            "give the variant a name of letters, digits, \"-\", \"_\" or \".\" (it becomes part of file names), got \(item["name"].map { "\($0)" } ?? "nothing")"
+          )
+          continue
+        }
+        if !names.insert(name).inserted { issue("\(path).name", "the variant name \"\(name)\" is used twice") }
+        guard case .array(let stageItems)? = item["stages"], !stageItems.isEmpty else {
+          issue("\(path).stages", "expected a non-empty array of the variant's stages")
+          continue
+        }
+        let own = buildStages(stageItems, path: "\(path).stages", after: prefix)
+        let whole = prefix + own
+        let before = issues.count
+        checkNeighbours(whole, from: prefix.count)
+        // Report a mismatch at the variant's own path.
+        for position in before..<issues.count {
+          let old = issues[position].path
+          if let range = old.range(of: #"^stages\[(\d+)\]"#, options: .regularExpression),
+            let number = Int(old[range].dropFirst("stages[".count).dropLast()), number >= prefix.count
+          {
+            issues[position].path = "\(path).stages[\(number - prefix.count)]" + old[range.upperBound...]
+          }
+        }
+        if issues.count == before, whole.allSatisfy({ $0 != nil }) { built.append((name, whole.compactMap { $0 })) }
+      }
+      return built
     }
 
     mutating func checkVersion(_ value: JSONValue?) {
@@ -128,8 +194,8 @@ extension PipelineDefinition {
       return nil
     }
 
-    mutating func checkNeighbours(_ stages: [AnyStage?]) {
-      if let first = stages.first, let first, !first.accepts(ImageSource.self) {
+    mutating func checkNeighbours(_ stages: [AnyStage?], from start: Int = 0) {
+      if start == 0, let first = stages.first, let first, !first.accepts(ImageSource.self) {
         var message =
           "stages[0] \"\(first.kind)\" needs \(valueDescription(of: first.inputType)) but a pipeline starts from a source"
         if let bridge = registry.kinds(from: ImageSource.self, to: first.inputType).first {
@@ -139,7 +205,7 @@ extension PipelineDefinition {
         }
         issue("stages[0]", message, code: .typeMismatch)
       }
-      for index in stages.indices.dropFirst() {
+      for index in stages.indices.dropFirst(max(1, start)) {
         guard let previous = stages[index - 1], let next = stages[index], !previous.feeds(next) else { continue }
         issues.append(
           StageGraph.mismatch(previous: previous, index: index, next: next, path: "stages[\(index)]", registry: registry))

@@ -16,7 +16,7 @@ public enum PipelineDefinition {
   /// The definition versions this build reads.
   public static let supportedVersions = [1]
   /// Keys allowed at the top of a definition.
-  public static let rootKeys = ["version", "name", "description", "fusion", "stages"]
+  public static let rootKeys = ["version", "name", "description", "fusion", "stages", "variants"]
   /// The largest definition file accepted.
   public static let maxFileBytes = 1 << 20
 
@@ -24,6 +24,19 @@ public enum PipelineDefinition {
   public static func load(
     contentsOf path: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext()
   ) throws(PipelineError) -> StageGraph {
+    let (text, stem) = try readDefinition(path)
+    do {
+      return try load(json: text, registry: registry, context: context, defaultName: stem)
+    } catch {
+      var located = error
+      located.message = "\(path): \(error.message)"
+      located.source = path
+      throw located
+    }
+  }
+
+  /// The text of a definition file (size-limited, UTF-8) and its name without extension.
+  static func readDefinition(_ path: String) throws(PipelineError) -> (text: String, stem: String) {
     let data: Data
     do {
       let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -43,26 +56,59 @@ public enum PipelineDefinition {
     guard let text = String(data: data, encoding: .utf8) else {
       throw PipelineError(.invalidDefinition, "\(path) is not UTF-8 text; a pipeline file is JSON", source: path)
     }
-    let stem = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+    return (text, ((path as NSString).lastPathComponent as NSString).deletingPathExtension)
+  }
+
+  public static func load(
+    json: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext(), defaultName: String = "pipeline"
+  ) throws(PipelineError) -> StageGraph {
+    let set = try loadSet(json: json, registry: registry, context: context, defaultName: defaultName)
+    guard !set.hasVariants, let only = set.variants.first else {
+      throw PipelineError(
+        .invalidDefinition,
+        "pipeline \"\(set.name)\" declares variants (\(set.variants.compactMap(\.name).joined(separator: ", "))): "
+          + "load it with PipelineDefinition.loadSet and run it as PipelineVariants")
+    }
+    return only.graph
+  }
+
+  /// A variant name: it becomes part of file names (`{name}-{variant}.{ext}`).
+  static func isVariantName(_ name: String) -> Bool {
+    !name.isEmpty && name.count <= 64 && name != "." && name != ".."
+      && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0) }
+  }
+
+  /// Loads a definition that may declare `variants`: one graph per variant (the shared `stages`
+  /// followed by the variant's own), or the one graph of a definition without variants.
+  ///
+  /// ```json
+  /// {"version": 1, "name": "avatar", "stages": [{"stage": "fetch"}, {"stage": "decode"}],
+  ///  "variants": [{"name": "64", "stages": [{"stage": "resize", "width": 64}, {"stage": "encode", "format": "webp"}]},
+  ///               {"name": "128", "stages": [{"stage": "resize", "width": 128}, {"stage": "encode", "format": "webp"}]}]}
+  /// ```
+  public static func loadSet(
+    json: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext(), defaultName: String = "pipeline"
+  ) throws(PipelineError) -> PipelineSet {
+    let document = try JSONParser.parse(json)
+    var loader = Loader(registry: registry, context: context)
+    let set = loader.buildSet(document, defaultName: defaultName)
+    guard let set, loader.issues.isEmpty else { throw combined(loader.issues) }
+    return set
+  }
+
+  /// ``loadSet(json:registry:context:defaultName:)`` from a file.
+  public static func loadSet(
+    contentsOf path: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext()
+  ) throws(PipelineError) -> PipelineSet {
+    let (text, stem) = try readDefinition(path)
     do {
-      return try load(json: text, registry: registry, context: context, defaultName: stem)
+      return try loadSet(json: text, registry: registry, context: context, defaultName: stem)
     } catch {
       var located = error
       located.message = "\(path): \(error.message)"
       located.source = path
       throw located
     }
-  }
-
-  /// Loads a definition from JSON text.
-  public static func load(
-    json: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext(), defaultName: String = "pipeline"
-  ) throws(PipelineError) -> StageGraph {
-    let document = try JSONParser.parse(json)
-    var loader = Loader(registry: registry, context: context)
-    let graph = loader.build(document, defaultName: defaultName)
-    guard let graph, loader.issues.isEmpty else { throw combined(loader.issues) }
-    return graph
   }
 
   /// One error holding every issue, its code the first issue's code.

@@ -43,12 +43,14 @@ public struct PipelineExecutor: Sendable {
     options: RunOptions, pool: BlockingPool
   ) async {
     operation.handle(.start)
-    let context = StageContext(
+    var stageContext = StageContext(
       operationID: operation.id, pipelineName: graph.name, source: source, pool: pool,
       emitNote: { [weak operation] note in operation?.handle(.note(note)) },
       emitProgress: { [weak operation] received, expected in operation?.handle(.progress(received: received, expected: expected))
       },
       emitCache: { [weak operation] event in operation?.handle(.cache(event)) })
+    stageContext.variant = options.variant
+    let context = stageContext
     let sourceText = source?.description
     do {
       // The time limit covers the stages and the willFinish hooks.
@@ -117,7 +119,8 @@ public struct PipelineExecutor: Sendable {
     _ stages: [AnyStage], state: inout RunState, checkpoints: Checkpoints, context: StageContext, options: RunOptions,
     operation: PipelineOperation<Output>
   ) async throws {
-    let sharing = SharedWork(options.scheduling, source: context.source, stages: stages)
+    let sharing = SharedWork(
+      options.scheduling, source: context.source, stages: stages, pipeline: context.pipelineName, variant: context.variant)
     defer { sharing?.finish() }
     var index = state.start
     while index < stages.count {

@@ -23,6 +23,8 @@ public struct RunOptions: Sendable {
   /// Time limits for stages of some kinds (`["fetch": .seconds(10)]`), overriding
   /// ``stageTimeout``.
   public var stageTimeouts: [String: Duration] = [:]
+  /// The variant this run produces (a writer's `{variant}`), set by ``PipelineVariants``.
+  public var variant: String?
   /// Set by an ``ImageLoader``: the scheduler that bounds and shares the run's stage work, and
   /// the run's priority. `nil` runs every stage directly on ``pool``.
   public var scheduling: StageScheduling?

@@ -20,7 +20,7 @@ final class SharedWork: Sendable {
   /// The group this run received its last shared value with, until its next call checks in.
   private let cohort = Mutex<Cohort?>(nil)
 
-  init?(_ scheduling: StageScheduling?, source: ImageSource?, stages: [AnyStage]) {
+  init?(_ scheduling: StageScheduling?, source: ImageSource?, stages: [AnyStage], pipeline: String, variant: String?) {
     guard let scheduling else { return nil }
     scheduler = scheduling.scheduler
     ticket = scheduling.ticket
@@ -29,6 +29,8 @@ final class SharedWork: Sendable {
       var prefix = source.identity
       keys = stages.map { stage in
         prefix += "\u{1F}" + stage.identifier
+        // A writer's file name depends on the run's pipeline and variant, not only its input.
+        if stage.base is any ContextSensitiveStage { prefix += "@\(pipeline)/\(variant ?? "")" }
         return prefix
       }
     } else {
@@ -83,3 +85,8 @@ final class SharedWork: Sendable {
     return result
   }
 }
+
+/// A stage whose result depends on the run's pipeline name and variant as well as its input (a
+/// writer naming files with `{pipeline}` or `{variant}`): shared in-flight work covering it is
+/// only shared between runs of the same pipeline and variant.
+public protocol ContextSensitiveStage {}

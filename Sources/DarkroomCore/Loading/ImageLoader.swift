@@ -83,6 +83,13 @@ public final class ImageLoader: @unchecked Sendable {
       coalescing: configuration.coalescing)
   }
 
+  /// The options a load gets when none are given: the configuration's time limits.
+  public var defaultRunOptions: RunOptions {
+    var options = RunOptions(timeout: configuration.timeout, stageTimeout: configuration.stageTimeout)
+    options.stageTimeouts = configuration.stageTimeouts
+    return options
+  }
+
   /// Operations started and not ended yet.
   public var activeCount: Int { lock.withLock { loads.count } }
 
@@ -96,8 +103,7 @@ public final class ImageLoader: @unchecked Sendable {
     target: LoadTarget? = nil, tag: String? = nil, options: RunOptions? = nil
   ) -> PipelineOperation<Output> {
     let ticket = PriorityTicket(priority)
-    var run = options ?? RunOptions(timeout: configuration.timeout, stageTimeout: configuration.stageTimeout)
-    if options == nil { run.stageTimeouts = configuration.stageTimeouts }
+    var run = options ?? defaultRunOptions
     run.observers = configuration.observers + run.observers + [EndObserver(loader: self)]
     run.pool = scheduler.cpuPool
     run.scheduling = StageScheduling(scheduler: scheduler, ticket: ticket)

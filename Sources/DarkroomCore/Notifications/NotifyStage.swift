@@ -16,7 +16,7 @@
 ///   Notify<EncodedImage>("avatarReady", notifier: notifier)
 /// }
 /// ```
-public struct Notify<Value: Sendable>: Stage, OperationObservingStage {
+public struct Notify<Value: Sendable>: Stage, OperationObservingStage, ContextSensitiveStage {
   public static var kind: String { "notify" }
 
   /// The notification's name.

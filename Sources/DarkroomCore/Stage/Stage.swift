@@ -64,6 +64,8 @@ public struct StageContext: Sendable {
   public var pipelineName: String
   /// The source the operation processes, when its input was an ``ImageSource``.
   public var source: ImageSource?
+  /// The variant being produced, when the pipeline declares variants (see ``PipelineVariants``).
+  public var variant: String?
   /// The pool blocking work runs on.
   public var pool: BlockingPool
   let emitNote: @Sendable (String) -> Void

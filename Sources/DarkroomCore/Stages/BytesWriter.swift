@@ -10,7 +10,7 @@ import Foundation
 /// ```swift
 /// let mirror = Pipeline(name: "mirror") { Fetcher(); BytesWriter(directory: "mirror") }
 /// ```
-public struct BytesWriter: Stage {
+public struct BytesWriter: Stage, ContextSensitiveStage {
   public static let kind = "save"
 
   public var directory: String
@@ -21,7 +21,7 @@ public struct BytesWriter: Stage {
     self.template = template
   }
 
-  public var identifier: String { "save(\(template))" }
+  public var identifier: String { "save(\(directory),\(template))" }
 
   /// Writing files is disk work.
   public func resource(for input: FetchedData) -> StageResource { .disk }

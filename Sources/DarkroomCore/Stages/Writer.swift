@@ -10,7 +10,7 @@ import Foundation
 /// ```swift
 /// let write = Writer(directory: "out", template: "{name}-{width}.{ext}")
 /// ```
-public struct Writer: Stage {
+public struct Writer: Stage, ContextSensitiveStage {
   public static let kind = "write"
 
   public var directory: String
@@ -25,7 +25,7 @@ public struct Writer: Stage {
     self.overwrite = overwrite
   }
 
-  public var identifier: String { "write(\(template))" }
+  public var identifier: String { "write(\(directory),\(template)\(overwrite ? "" : ",keep"))" }
 
   /// The file name for an image, from the template.
   public func fileName(for image: EncodedImage, pipeline: String, variant: String? = nil) -> String {
@@ -64,7 +64,7 @@ public struct Writer: Stage {
   public func resource(for input: EncodedImage) -> StageResource { .disk }
 
   public func process(_ image: EncodedImage, context: StageContext) async throws -> WrittenImage {
-    let name = fileName(for: image, pipeline: context.pipelineName)
+    let name = fileName(for: image, pipeline: context.pipelineName, variant: context.variant)
     if let problem = Writer.problems(in: name).first {
       throw PipelineError(.writeFailed, "cannot write \(name): \(problem)", source: image.source.description)
     }
