@@ -44,7 +44,8 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --scratch-path .build-asan
 
 ## bench: release build, then ../shared/bench/compare.py cases A and B with darkroom beside the peers,
-## the HTTP benchmark and the cache benchmark (scripts/bench_cache.py)
+## the HTTP benchmark, the cache benchmark (scripts/bench_cache.py) and the loader benchmark
+## (scripts/bench_loader.py: coalescing on/off, cached hits under a saturated CPU class)
 bench: release
 	@scripts/install-deps.sh --bench
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case A \
@@ -53,6 +54,7 @@ bench: release
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fill.json "$$IN" --output "$$OUT" --quiet'
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_http.py $(CURDIR)/.build/release/darkroom
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_cache.py $(CURDIR)/.build/release/darkroom $(CURDIR)/.build/release/darkroom-bench
+	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_loader.py $(CURDIR)/.build/release/darkroom-bench
 
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps

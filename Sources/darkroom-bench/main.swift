@@ -3,10 +3,17 @@ import Foundation
 
 // Cache benchmarks (`make bench`): hit latency per store, through the executor, and what a table
 // hit saves over decoding and resizing again. Usage: darkroom-bench PHOTO.jpg [ITERATIONS]
+// Loader benchmarks: darkroom-bench loader URLS DUPLICATION on|off; darkroom-bench saturated DIR [HITS]
 
 // Everything runs in a detached task: top-level code is on the main actor, and every call into a
 // store would otherwise hop to the global executor and back, which is not what a server pays.
-try await Task.detached { try await benchmark() }.value
+try await Task.detached {
+  switch CommandLine.arguments.dropFirst().first {
+  case "loader": try await loaderCoalescingBench(CommandLine.arguments)
+  case "saturated": try await saturatedHitsBench(CommandLine.arguments)
+  default: try await benchmark()
+  }
+}.value
 
 func benchmark() async throws {
   let arguments = CommandLine.arguments
@@ -19,11 +26,6 @@ func benchmark() async throws {
   let scratch = NSTemporaryDirectory() + "darkroom-bench-\(UUID().uuidString)"
   try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
   defer { try? FileManager.default.removeItem(atPath: scratch) }
-
-  @Sendable func percentile(_ samples: [Duration], _ fraction: Double) -> Duration {
-    let sorted = samples.sorted()
-    return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
-  }
 
   func micros(_ duration: Duration) -> String {
     String(format: "%.1f µs", Double(duration.components.attoseconds) / 1e12 + Double(duration.components.seconds) * 1e6)
