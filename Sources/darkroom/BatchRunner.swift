@@ -49,7 +49,10 @@ struct BatchRunner {
     configuration.cpuLimit = jobs
     configuration.networkLimit = fetchConcurrency
     configuration.timeout = timeout
-    if emitEvents { configuration.observers.append(EventsWriter()) }
+    // --events jsonl: every event as a JSON line on stdout, through a notifier (ordered, off the
+    // operations' path).
+    let events = emitEvents ? Notifier(sinks: [JSONLinesSink.standardOutput], events: true) : nil
+    if let events { configuration.observers.append(events) }
     let loader = ImageLoader(configuration: configuration)
     let total = sources.count
     await withTaskGroup(of: Void.self) { group in
@@ -65,6 +68,7 @@ struct BatchRunner {
         await group.next()
       }
     }
+    await events?.close()
     if showProgress { Terminal.status("") }
     var report = tally.report
     report.elapsed = (ContinuousClock.now - started).milliseconds / 1000

@@ -113,13 +113,19 @@ public final class Notifier: OperationObserver, Sendable {
   }
 
   private let lanes: [Lane]
+  /// Post every operation event (named after it) instead of only the ends.
+  public let postsEvents: Bool
   /// What each running operation's cache checkpoints did, until it ends.
   private let cacheEvents = Mutex<[OperationID: [CacheEvent]]>([:])
   private let startTimes = Mutex<[OperationID: ContinuousClock.Instant]>([:])
 
-  /// A notifier delivering to `sinks`.
-  public init(sinks: [any NotificationSink]) {
+  /// A notifier delivering to `sinks`. With `events`, as an observer it posts every operation
+  /// event under the event's name (`started`, `stageStarted`, …, `finished`, `failed`,
+  /// `cancelled`) rather than only `didFinish` / `didFail` / `didCancel`: the runner's
+  /// `--events jsonl` is such a notifier with a ``JSONLinesSink``.
+  public init(sinks: [any NotificationSink], events: Bool = false) {
     lanes = sinks.map(Lane.init)
+    postsEvents = events
   }
 
   /// The sinks' names and statistics, in the order given.
@@ -152,6 +158,10 @@ public final class Notifier: OperationObserver, Sendable {
   /// Sinks that observe operations too (``MetricsSink``) see every event first.
   public func receive(_ event: OperationEvent, for operation: OperationInfo) {
     for lane in lanes { (lane.sink as? any OperationObserver)?.receive(event, for: operation) }
+    if postsEvents {
+      postEvent(event, operation)
+      return
+    }
     switch event {
     case .started:
       startTimes.withLock { $0[operation.id] = .now }
@@ -166,6 +176,16 @@ public final class Notifier: OperationObserver, Sendable {
     default:
       break
     }
+  }
+
+  private func postEvent(_ event: OperationEvent, _ operation: OperationInfo) {
+    var elapsed: Double?
+    if case .started = event {
+      startTimes.withLock { $0[operation.id] = .now }
+    } else if event.isTerminal, let started = startTimes.withLock({ $0.removeValue(forKey: operation.id) }) {
+      elapsed = Self.milliseconds(ContinuousClock.now - started)
+    }
+    post(LoadNotification(event: event, operation: operation, milliseconds: elapsed))
   }
 
   private func notification(
