@@ -142,4 +142,50 @@ extension HTTPTransportTests {
     #expect(loader.activeCount == 0)
     #expect(HTTPTransport.liveTransfers == 0)
   }
+
+  @Test(
+    "random cancellations racing real transfers: one terminal event each, no transfer or load left behind",
+    .timeLimit(.minutes(1)))
+  func cancellationsOverHTTP() async throws {
+    var routes: [String: TestResponse] = [:]
+    for index in 0..<20 {
+      routes["/c\(index).jpg"] = .slowHeaders(
+        delay: .milliseconds(index % 4 * 5), then: .ok(body: image, contentType: "image/jpeg"))
+    }
+    let server = try await TestHTTPServer.start(routes: routes)
+    defer { Task { try? await server.shutdown() } }
+    let fetch = Fetcher(transports: [loaderHTTP()])
+    let thumbnail = Pipeline(name: "cancelled") {
+      fetch
+      Decoder()
+      Resizer(width: 40)
+      Encoder(.png())
+    }
+    var configuration = ImageLoader.Configuration()
+    configuration.networkLimit = 4
+    let loader = ImageLoader(configuration: configuration)
+    var operations: [PipelineOperation<EncodedImage>] = []
+    for index in 0..<300 {
+      let operation = loader.load(ImageSource(server.url("/c\(index % 20).jpg")), pipeline: thumbnail)
+      operations.append(operation)
+      if index % 3 != 0 {
+        let yields = index % 11
+        Task {
+          for _ in 0..<yields { await Task.yield() }
+          operation.cancel()
+        }
+      }
+    }
+    var finished = 0
+    for operation in operations {
+      if case .success = await operation.result { finished += 1 }
+      #expect(operation.history.filter(\.isTerminal).count == 1)
+    }
+    #expect(finished >= 100)  // every third load was never cancelled
+    while loader.scheduler.coalescer?.inFlight != 0 { await Task.yield() }
+    #expect(loader.activeCount == 0)
+    #expect(loader.scheduler.network.running == 0 && loader.scheduler.network.waiting == 0)
+    #expect(loader.scheduler.cpu.running == 0 && loader.scheduler.cpu.waiting == 0)
+    while HTTPTransport.liveTransfers != 0 { await Task.yield() }
+  }
 }

@@ -1,6 +1,6 @@
 import DarkroomCore
+import Foundation
 import Metrics
-import Synchronization
 
 /// Reports to swift-metrics (Prometheus, StatsD, OpenTelemetry… through the backend bootstrapped
 /// in `MetricsSystem`): counters and timers per stage, cache hits and misses per store, and
@@ -27,9 +27,11 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   public let name = "metrics"
   /// Prepended to every metric name (`darkroom_`).
   public let prefix: String
-  private let counters = Mutex<[String: Counter]>([:])
-  private let timers = Mutex<[String: Timer]>([:])
-  private let starts = Mutex<[OperationID: ContinuousClock.Instant]>([:])
+  // NSLock rather than Mutex: ThreadSanitizer sees through it.
+  private let lock = NSLock()
+  nonisolated(unsafe) private var counters: [String: Counter] = [:]  // guarded by `lock`
+  nonisolated(unsafe) private var timers: [String: Timer] = [:]  // guarded by `lock`
+  nonisolated(unsafe) private var starts: [OperationID: ContinuousClock.Instant] = [:]  // guarded by `lock`
 
   private let factory: (any MetricsFactory)?
 
@@ -46,7 +48,7 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   public func receive(_ event: OperationEvent, for operation: OperationInfo) {
     switch event {
     case .started:
-      starts.withLock { $0[operation.id] = .now }
+      lock.withLock { starts[operation.id] = .now }
     case .stageFinished(let stage, let duration):
       counter("stages_total", ["stage": stage.kind, "shared": String(stage.joined)]).increment()
       timer("stage_duration", ["stage": stage.kind]).recordNanoseconds(Self.nanoseconds(duration))
@@ -54,7 +56,7 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
       counter("cache_total", ["store": cache.store, "outcome": cache.outcome.rawValue]).increment()
     case .finished, .failed, .cancelled:
       counter("operations_total", ["pipeline": operation.pipelineName, "outcome": event.name]).increment()
-      if let started = starts.withLock({ $0.removeValue(forKey: operation.id) }) {
+      if let started = lock.withLock({ starts.removeValue(forKey: operation.id) }) {
         timer("operation_duration", ["pipeline": operation.pipelineName]).recordNanoseconds(
           Self.nanoseconds(ContinuousClock.now - started))
       }
@@ -69,7 +71,7 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   private func counter(_ name: String, _ dimensions: [String: String]) -> Counter {
     let sorted = dimensions.sorted { $0.key < $1.key }
     let key = name + sorted.map { "|\($0.key)=\($0.value)" }.joined()
-    return counters.withLock { counters in
+    return lock.withLock {
       if let counter = counters[key] { return counter }
       let dimensions = sorted.map { ($0.key, $0.value) }
       let counter =
@@ -83,7 +85,7 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   private func timer(_ name: String, _ dimensions: [String: String]) -> Timer {
     let sorted = dimensions.sorted { $0.key < $1.key }
     let key = name + sorted.map { "|\($0.key)=\($0.value)" }.joined()
-    return timers.withLock { timers in
+    return lock.withLock {
       if let timer = timers[key] { return timer }
       let dimensions = sorted.map { ($0.key, $0.value) }
       let timer =

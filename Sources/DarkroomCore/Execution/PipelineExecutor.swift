@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Runs stage graphs: the one executor behind every pipeline, built in code or loaded from JSON.
 ///
@@ -178,7 +177,7 @@ public struct PipelineExecutor: Sendable {
     _ body:
       @escaping @Sendable (StageContext, _ announce: @escaping @Sendable (_ joined: Bool) -> Void) async throws -> any Sendable
   ) async throws -> any Sendable {
-    let announced = Mutex<Bool?>(nil)
+    let announced = Protected<Bool?>(nil)
     let announce: @Sendable (Bool) -> Void = { [weak operation] joined in
       let first = announced.withLock { state -> Bool in
         guard state == nil else { return false }

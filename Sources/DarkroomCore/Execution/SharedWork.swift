@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// One run's view of a loader's shared in-flight work: the key of every stage prefix (source
 /// identity and the identifiers of the stages up to it), joining the deepest prefix already being
@@ -18,7 +17,7 @@ final class SharedWork: Sendable {
   /// Stage index → key of the value after that stage (empty without coalescing).
   let keys: [String]
   /// The group this run received its last shared value with, until its next call checks in.
-  private let cohort = Mutex<Cohort?>(nil)
+  private let cohort = Protected<Cohort?>(nil)
 
   init?(_ scheduling: StageScheduling?, source: ImageSource?, stages: [AnyStage], pipeline: String, variant: String?) {
     guard let scheduling else { return nil }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Shares identical in-flight work: callers asking for a key whose work is running wait for that
 /// run instead of starting their own.
@@ -226,13 +225,17 @@ private enum JoinOutcome: Equatable {
 /// cancelled); checking in twice counts once.
 public final class Cohort: Sendable {
   private let group: CohortGroup
-  private let used = Atomic<Bool>(false)
+  private let used = Protected(false)
 
   fileprivate init(_ group: CohortGroup) { self.group = group }
 
   /// This caller moved on.
   public func checkIn() {
-    guard !used.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    let first = used.withLock { used -> Bool in
+      defer { used = true }
+      return !used
+    }
+    guard first else { return }
     group.checkIn()
   }
 
@@ -241,9 +244,9 @@ public final class Cohort: Sendable {
 }
 
 private final class CohortGroup: Sendable {
-  private let state: Mutex<(remaining: Int, waiters: [CheckedContinuation<Void, Never>])>
+  private let state: Protected<(remaining: Int, waiters: [CheckedContinuation<Void, Never>])>
 
-  init(count: Int) { state = Mutex((count, [])) }
+  init(count: Int) { state = Protected((count, [])) }
 
   func checkIn() {
     let resume = state.withLock { state -> [CheckedContinuation<Void, Never>] in

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// How urgent a load is. Higher priorities take a free slot of a ``ResourceClass`` first; within a
 /// priority, first come, first served.
@@ -26,7 +25,7 @@ public final class PriorityTicket: @unchecked Sendable {
   /// first served), whatever order its tasks reach the queue in.
   public let order: UInt64
 
-  private static let clock = Mutex<UInt64>(0)
+  private static let clock = Protected<UInt64>(0)
 
   /// A ticket at `priority`, stamped now (or with `order`, to queue as early as another ticket).
   public init(_ priority: LoadPriority = .normal, order: UInt64? = nil) {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Fans notifications out to sinks: each sink receives them one at a time, in the order posted,
 /// on its own task, so a slow or failing sink never holds up a load or another sink.
@@ -116,8 +115,8 @@ public final class Notifier: OperationObserver, Sendable {
   /// Post every operation event (named after it) instead of only the ends.
   public let postsEvents: Bool
   /// What each running operation's cache checkpoints did, until it ends.
-  private let cacheEvents = Mutex<[OperationID: [CacheEvent]]>([:])
-  private let startTimes = Mutex<[OperationID: ContinuousClock.Instant]>([:])
+  private let cacheEvents = Protected<[OperationID: [CacheEvent]]>([:])
+  private let startTimes = Protected<[OperationID: ContinuousClock.Instant]>([:])
 
   /// A notifier delivering to `sinks`. With `events`, as an observer it posts every operation
   /// event under the event's name (`started`, `stageStarted`, …, `finished`, `failed`,
@@ -211,7 +210,7 @@ public final class Notifier: OperationObserver, Sendable {
 /// ```
 public final class Notifiers: Sendable {
   public static let shared = Notifiers()
-  private let notifiers = Mutex<[Notifier]>([])
+  private let notifiers = Protected<[Notifier]>([])
 
   /// Keeps `notifier` until ``closeAll()``.
   public func register(_ notifier: Notifier) { notifiers.withLock { $0.append(notifier) } }
