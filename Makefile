@@ -23,6 +23,8 @@ demo: build
 	.build/debug/darkroom validate Examples/pipelines/*.json
 	.build/debug/darkroom run Examples/pipelines/thumbnail.json Examples/images --output $(OUT)
 	.build/debug/darkroom run Examples/pipelines/avatar.json Examples/images --output $(OUT)
+	@echo "variants: three avatar sizes per image, each image fetched and decoded once"
+	.build/debug/darkroom run Examples/pipelines/avatar-sizes.json Examples/images --output $(OUT)
 	@echo "a disk-cached pipeline, twice: the second run only reads the cache"
 	.build/debug/darkroom run Examples/pipelines/cached-thumbnail.json Examples/images --output $(OUT) --cache-dir $(OUT)/cache
 	.build/debug/darkroom run Examples/pipelines/cached-thumbnail.json Examples/images --output $(OUT) --cache-dir $(OUT)/cache
