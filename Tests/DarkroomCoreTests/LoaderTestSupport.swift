@@ -1,6 +1,7 @@
 import DarkroomCore
 import DarkroomTesting
 import Foundation
+import Testing
 
 /// Counts how many runs of some stage work are inside it at once, and the most ever.
 final class ConcurrencyMeter: @unchecked Sendable {
@@ -76,4 +77,39 @@ final class EventLedger: OperationObserver, @unchecked Sendable {
 /// Waits, yielding, until `condition` holds (for work queued in another task to arrive).
 func eventually(_ condition: () -> Bool) async {
   while !condition() { await Task.yield() }
+}
+
+@Suite("Blocking pool shutdown", .timeLimit(.minutes(1)))
+struct BlockingPoolShutdownTests {
+  @Test("after shutdown the threads finish the queue and exit, the pool is freed, and late work still runs")
+  func shutdownReleasesThreads() async throws {
+    weak var released: BlockingPool?
+    do {
+      let pool = BlockingPool(threads: 3, name: "shutdown-test")
+      released = pool
+      let values = try await withThrowingTaskGroup(of: Int.self) { group in
+        for value in 0..<20 { group.addTask { try await pool.run { value * 2 } } }
+        return try await group.reduce(0, +)
+      }
+      #expect(values == 380)
+      pool.shutdown()
+      #expect(try await pool.run { 7 } == 7)  // submitted after shutdown: still runs
+    }
+    // The threads held the pool; once they have exited it is freed.
+    while released != nil { await Task.yield() }
+  }
+
+  @Test("a loader's pools are shut down when the loader goes away")
+  func loaderReleasesPools() async throws {
+    weak var pool: BlockingPool?
+    weak var scheduler: StageScheduler?
+    do {
+      let loader = ImageLoader()
+      pool = loader.scheduler.cpuPool
+      scheduler = loader.scheduler
+      let probe = ProbeStage(name: "work")
+      _ = try await loader.load(ImageSource("x"), pipeline: Pipeline<ImageSource, ImageSource>(name: "p", probe)).value
+    }
+    while scheduler != nil || pool != nil { await Task.yield() }
+  }
 }

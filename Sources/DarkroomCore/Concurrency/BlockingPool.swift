@@ -28,10 +28,10 @@ public final class BlockingPool: @unchecked Sendable {
   private var head = 0
   private var running = 0
   private var peakRunning = 0
+  private var stopping = false
 
-  /// Creates a pool with `threads` threads (at least one), started now. The threads never exit
-  /// and keep the pool alive: a pool lives as long as the process, so create few (one per kind of
-  /// work), not one per request.
+  /// Creates a pool with `threads` threads (at least one), started now. The threads keep the pool
+  /// alive until ``shutdown()``: create few pools (one per kind of work), not one per request.
   public init(threads: Int, name: String = "darkroom.blocking") {
     threadCount = max(1, threads)
     for index in 0..<threadCount {
@@ -63,13 +63,28 @@ public final class BlockingPool: @unchecked Sendable {
           guard let result = holder.run() else { return }
           box.resume(with: result)
         }
-        condition.withLock {
+        let orphaned = condition.withLock { () -> Bool in
           queue.append(job)
           condition.signal()
+          return stopping
+        }
+        if orphaned {  // after shutdown: a thread of its own, which exits when the queue is empty
+          let thread = Thread { self.workerLoop() }
+          thread.stackSize = 8 << 20
+          thread.start()
         }
       }
     } onCancel: {
       box.cancel()
+    }
+  }
+
+  /// Lets the threads exit once the work already queued has run. Work submitted afterwards still
+  /// runs, on a thread started for it. (An `ImageLoader`'s pools are shut down when it goes away.)
+  public func shutdown() {
+    condition.withLock {
+      stopping = true
+      condition.broadcast()
     }
   }
 
@@ -78,7 +93,11 @@ public final class BlockingPool: @unchecked Sendable {
   private func workerLoop() {
     while true {
       condition.lock()
-      while head >= queue.count { condition.wait() }
+      while head >= queue.count && !stopping { condition.wait() }
+      if head >= queue.count {
+        condition.unlock()
+        return
+      }
       let job = queue[head]
       queue[head] = Self.done  // the queue must not keep finished jobs (and their captures) alive
       head += 1

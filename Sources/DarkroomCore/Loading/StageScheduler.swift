@@ -52,6 +52,11 @@ public final class StageScheduler: Sendable {
       }) : nil
   }
 
+  deinit {
+    cpuPool.shutdown()
+    ioPool.shutdown()
+  }
+
   /// The class bounding `resource`, or `nil` for light work.
   public func resourceClass(for resource: StageResource) -> ResourceClass? {
     switch resource {
