@@ -19,6 +19,8 @@ struct BatchRunner {
   /// Operations in flight: more than `jobs`, so transfers run ahead of the CPU work.
   let inFlight: Int
   let timeout: Duration
+  /// Time limits per stage kind (`--stage-timeout fetch=10`).
+  let stageTimeouts: [String: Duration]
   let emitEvents: Bool
   let showProgress: Bool
 
@@ -49,6 +51,7 @@ struct BatchRunner {
     configuration.cpuLimit = jobs
     configuration.networkLimit = fetchConcurrency
     configuration.timeout = timeout
+    configuration.stageTimeouts = stageTimeouts
     // --events jsonl: every event as a JSON line on stdout, through a notifier (ordered, off the
     // operations' path).
     let events = emitEvents ? Notifier(sinks: [JSONLinesSink.standardOutput], events: true) : nil

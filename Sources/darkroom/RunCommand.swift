@@ -44,6 +44,12 @@ struct RunCommand: AsyncParsableCommand {
   var timeout: Double = 60
 
   @Option(
+    name: .customLong("stage-timeout"),
+    help: ArgumentHelp(
+      "Time limit for stages of one kind, as KIND=SECONDS (repeatable), e.g. fetch=10.", valueName: "kind=seconds"))
+  var stageTimeouts: [String] = []
+
+  @Option(
     help:
       "Threads libvips uses inside one image (default 1; the runner parallelises across images). More than 1 makes strict detection of damaged JPEGs unreliable on libvips 8.14."
   )
@@ -65,7 +71,21 @@ struct RunCommand: AsyncParsableCommand {
     if fetchConcurrency < 1 { throw ValidationError("--fetch-concurrency must be at least 1, got \(fetchConcurrency)") }
     if inputs.isEmpty && inputList == nil { throw ValidationError("give inputs, or --input-list FILE") }
     if timeout <= 0 { throw ValidationError("--timeout must be positive, got \(timeout)") }
+    _ = try parsedStageTimeouts()
     if vipsThreads < 1 { throw ValidationError("--vips-threads must be at least 1") }
+  }
+
+  /// `--stage-timeout fetch=10` as stage kind → duration.
+  func parsedStageTimeouts() throws -> [String: Duration] {
+    var limits: [String: Duration] = [:]
+    for item in stageTimeouts {
+      let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+      guard parts.count == 2, !parts[0].isEmpty, let seconds = Double(parts[1]), seconds > 0, seconds.isFinite else {
+        throw ValidationError("--stage-timeout takes KIND=SECONDS with SECONDS > 0, e.g. fetch=10; got \"\(item)\"")
+      }
+      limits[parts[0]] = .milliseconds(Int((seconds * 1000).rounded()))
+    }
+    return limits
   }
 
   func run() async throws {
@@ -143,7 +163,7 @@ struct RunCommand: AsyncParsableCommand {
     if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
     let runner = BatchRunner(
       variants: variants, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
-      timeout: .milliseconds(Int(timeout * 1000)), emitEvents: events == .jsonl,
+      timeout: .milliseconds(Int(timeout * 1000)), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     let report = await runner.run(sources)
     // Notify stages' sinks deliver what they still hold (a webhook's retries) before exiting.

@@ -115,6 +115,24 @@ struct RunnerTests {
     #expect(run.stderr.contains("avatarReady"))  // the notify stage's log sink
   }
 
+  @Test("--stage-timeout bounds one kind of stage (fused stages by the sum of their parts) and is checked")
+  func stageTimeouts() throws {
+    let output = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    let stuck = try Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", "--output", output,
+      "--stage-timeout", "decode=0.000001", "--stage-timeout", "resize=0.000001",
+    ])
+    #expect(stuck.status == 1)
+    #expect(stuck.stderr.contains("timedOut: stage \"decode+resize\" took longer than its"), "\(stuck.stderr)")
+    let roomy = try Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", "--output", output, "--stage-timeout", "decode=30",
+    ])
+    #expect(roomy.status == 0, "\(roomy.stderr)")  // resize has no limit: the fused stage has none
+    let wrong = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images", "--stage-timeout", "fetch"])
+    #expect(wrong.status == 64 && wrong.stderr.contains("KIND=SECONDS"))
+  }
+
   @Test("JSON Lines events: every operation has started, stages, willFinish and exactly one terminal event")
   func eventStream() throws {
     let output = try Runner.temporaryDirectory()

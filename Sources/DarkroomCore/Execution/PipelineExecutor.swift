@@ -135,7 +135,7 @@ public struct PipelineExecutor: Sendable {
       let position = index
       let input = state.value
       let facts = state.facts
-      let limit = options.timeLimit(forStageKind: stage.kind)
+      let limit = options.timeLimit(for: stage)
       let value = try await runStage(
         stage, index: index, limit: limit, announcesStart: sharing != nil, context: context, operation: operation
       ) { context, announce in

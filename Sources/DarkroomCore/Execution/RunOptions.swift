@@ -49,6 +49,19 @@ public struct RunOptions: Sendable {
   /// The time limit for a stage of `kind`.
   public func timeLimit(forStageKind kind: String) -> Duration? { stageTimeouts[kind] ?? stageTimeout }
 
+  /// The time limit for `stage`. A fused stage (`decode+resize`) without a limit of its own gets
+  /// the sum of its parts' limits, and none if one of its parts has none.
+  public func timeLimit(for stage: AnyStage) -> Duration? {
+    if let own = stageTimeouts[stage.kind] { return own }
+    guard !stage.fusedKinds.isEmpty else { return stageTimeout }
+    var total = Duration.zero
+    for kind in stage.fusedKinds {
+      guard let part = timeLimit(forStageKind: kind) else { return nil }
+      total += part
+    }
+    return total
+  }
+
   /// Adds a hook for outputs of type `T` (other outputs skip it).
   public mutating func onWillFinish<T: Sendable>(_ hook: @escaping @Sendable (T, OperationInfo) async throws -> Void) {
     willFinishHooks.append { output, info in
