@@ -88,6 +88,8 @@ struct NotificationTests {
     #expect(names.map(\.name) == ["thumbnailReady", "didFinish", "thumbnailReady", "didFinish"])
     #expect(names[1].cache.map(\.outcome) == [.miss, .stored] && names[3].cache.map(\.outcome) == [.hit])
     #expect(names[0].image?.width == 40 && names[0].image?.format == "png")
+    let keys = Set((names[1].cache + names[3].cache).compactMap(\.key))
+    #expect(keys.count == 1 && names[3].cache.first?.store == "memory")  // one checkpoint, its key in each notification
   }
 
   @Test("metrics: timers and counters per stage, cache outcomes, operations and failures by code")

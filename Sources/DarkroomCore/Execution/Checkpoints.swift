@@ -59,16 +59,16 @@ struct Checkpoints: Sendable {
       guard let entry = try await store.entry(forKey: key),
         ObjectIdentifier(type(of: entry.value)) == ObjectIdentifier(stages[index].outputType)
       else {
-        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index))
+        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key))
         continue
       }
       let now = store.now
       if entry.isFresh(at: now) {
-        context.reportCache(CacheEvent(.hit, store: store.name, stageIndex: index))
+        context.reportCache(CacheEvent(.hit, store: store.name, stageIndex: index, key: key))
         return Start(value: entry.value, index: index + 1, facts: ResponseFacts(entry: entry, now: now))
       }
       guard let source, let revalidating = stages.first?.base as? any RevalidatingStage, index > 0 else {
-        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, detail: "stale"))
+        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "stale"))
         continue
       }
       let fetched = try await runFirstStage {
@@ -77,7 +77,7 @@ struct Checkpoints: Sendable {
       guard let fetched = fetched as? FetchedData else { break }
       let facts = ResponseFacts(fetched, now: now)
       guard fetched.notModified else {
-        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, detail: "changed"))
+        context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "changed"))
         return Start(value: fetched, index: 1, facts: facts)
       }
       let validators = facts.validators.isEmpty ? entry.validators : facts.validators
@@ -88,7 +88,7 @@ struct Checkpoints: Sendable {
       } else {
         try await store.removeEntry(forKey: key)
       }
-      context.reportCache(CacheEvent(.revalidated, store: store.name, stageIndex: index))
+      context.reportCache(CacheEvent(.revalidated, store: store.name, stageIndex: index, key: key))
       var refreshed = entry
       refreshed.expiresAt =
         (checkpoint.policy.expiry(now: now, freshness: facts.freshness, validators: validators, storeIsMemory: false) ?? nil)
@@ -112,9 +112,9 @@ struct Checkpoints: Sendable {
       do {
         let entry = CacheEntry(value: value, storedAt: now, expiresAt: expiry, validators: validators)
         try await store.setEntry(entry, forKey: key, source: identity)
-        context.reportCache(CacheEvent(.stored, store: store.name, stageIndex: index))
+        context.reportCache(CacheEvent(.stored, store: store.name, stageIndex: index, key: key))
       } catch {
-        context.reportCache(CacheEvent(.storeFailed, store: store.name, stageIndex: index, detail: "\(error)"))
+        context.reportCache(CacheEvent(.storeFailed, store: store.name, stageIndex: index, key: key, detail: "\(error)"))
       }
     }
   }

@@ -116,11 +116,14 @@ public struct CacheEvent: Sendable, Hashable, Codable, CustomStringConvertible {
   public var stageIndex: Int
   /// Why a store failed, or why an entry missed.
   public var detail: String?
+  /// The checkpoint's cache key (prefix, source identity and upstream stages, hashed).
+  public var key: String?
 
-  public init(_ outcome: Outcome, store: String, stageIndex: Int, detail: String? = nil) {
+  public init(_ outcome: Outcome, store: String, stageIndex: Int, key: String? = nil, detail: String? = nil) {
     self.outcome = outcome
     self.store = store
     self.stageIndex = stageIndex
+    self.key = key
     self.detail = detail
   }
 

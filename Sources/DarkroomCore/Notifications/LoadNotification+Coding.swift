@@ -6,7 +6,7 @@ extension LoadNotification {
     case event, operation, pipeline, source
     case stage, identifier, index, fused, joined, durationMs
     case note, received, expected
-    case outcome, store, detail, cache
+    case outcome, store, key, detail, cache
     case output, width, height, format, bytes, partial
     case error, elapsedMs, date
   }
@@ -15,6 +15,7 @@ extension LoadNotification {
     var outcome: CacheEvent.Outcome
     var store: String
     var index: Int
+    var key: String?
     var detail: String?
   }
 
@@ -38,10 +39,12 @@ extension LoadNotification {
       try container.encode(event.outcome, forKey: .outcome)
       try container.encode(event.store, forKey: .store)
       try container.encode(event.stageIndex, forKey: .index)
+      try container.encodeIfPresent(event.key, forKey: .key)
       try container.encodeIfPresent(event.detail, forKey: .detail)
     } else if !cache.isEmpty {
       try container.encode(
-        cache.map { CacheRecord(outcome: $0.outcome, store: $0.store, index: $0.stageIndex, detail: $0.detail) }, forKey: .cache)
+        cache.map { CacheRecord(outcome: $0.outcome, store: $0.store, index: $0.stageIndex, key: $0.key, detail: $0.detail) },
+        forKey: .cache)
     }
     if let image {
       try container.encodeIfPresent(image.path, forKey: .output)
@@ -65,7 +68,8 @@ extension LoadNotification {
     if let outcome = try container.decodeIfPresent(CacheEvent.Outcome.self, forKey: .outcome) {
       let store = try container.decode(String.self, forKey: .store)
       let detail = try container.decodeIfPresent(String.self, forKey: .detail)
-      cache = [CacheRecord(outcome: outcome, store: store, index: index ?? 0, detail: detail)]
+      let key = try container.decodeIfPresent(String.self, forKey: .key)
+      cache = [CacheRecord(outcome: outcome, store: store, index: index ?? 0, key: key, detail: detail)]
     }
     let width = try container.decodeIfPresent(Int.self, forKey: .width)
     let height = try container.decodeIfPresent(Int.self, forKey: .height)
@@ -84,7 +88,7 @@ extension LoadNotification {
       source: try container.decodeIfPresent(String.self, forKey: .source),
       image: hasImage
         ? Image(width: width, height: height, format: format, bytes: bytes, path: path, partial: partial) : nil,
-      cache: cache.map { CacheEvent($0.outcome, store: $0.store, stageIndex: $0.index, detail: $0.detail) },
+      cache: cache.map { CacheEvent($0.outcome, store: $0.store, stageIndex: $0.index, key: $0.key, detail: $0.detail) },
       error: try container.decodeIfPresent(Failure.self, forKey: .error),
       milliseconds: try container.decodeIfPresent(Double.self, forKey: .elapsedMs),
       stage: stageKind.map { kind in
