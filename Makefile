@@ -4,7 +4,7 @@ OUT ?= out
 BENCH_DIR ?= /tmp/darkroom-bench
 SHARED ?= $(abspath ../shared)
 
-.PHONY: deps demo test test-tsan test-asan bench build release validate docs-stages format clean
+.PHONY: deps demo test test-tsan test-asan bench build release validate docs-stages format clean fuzz fuzz-build fuzz-smoke
 
 deps:
 	@scripts/install-deps.sh
@@ -35,6 +35,18 @@ demo: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+## fuzz: libFuzzer harnesses (json, decode, http, cache) built with -sanitize=fuzzer,address,
+## each run FUZZ_TIME seconds (default 60) on its seed corpora; fuzz-smoke: 15 s each
+FUZZ_TIME ?= 60
+fuzz-build: deps
+	$(SWIFT) build --scratch-path .build-fuzz --product darkroom-fuzz --sanitize=fuzzer --sanitize=address -Xswiftc -DFUZZING
+
+fuzz: fuzz-build
+	scripts/fuzz.sh $(FUZZ_TIME)
+
+fuzz-smoke: fuzz-build
+	scripts/fuzz.sh 15
 
 ## test-tsan / test-asan: the suite under ThreadSanitizer / AddressSanitizer (own build folders)
 test-tsan: deps

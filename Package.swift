@@ -60,6 +60,8 @@ let package = Package(
       swiftSettings: strict
     ),
     .executableTarget(name: "darkroom-bench", dependencies: ["Darkroom"], swiftSettings: strict),
+    // Fuzz harnesses (`make fuzz`); built normally it replays inputs through a harness.
+    .executableTarget(name: "darkroom-fuzz", dependencies: ["Darkroom"], swiftSettings: strict),
     .plugin(
       name: "ValidatePipelines",
       capability: .command(
@@ -92,7 +94,8 @@ let package = Package(
       ],
       swiftSettings: strict),
     .testTarget(
-      name: "darkroomTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "darkroom"],
+      name: "darkroomTests",
+      dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "darkroom", "darkroom-fuzz"],
       swiftSettings: strict),
   ]
 )

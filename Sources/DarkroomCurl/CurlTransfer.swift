@@ -121,10 +121,15 @@ final class CurlTransfer: @unchecked Sendable {
     return true
   }
 
-  fileprivate func header(_ line: String) {
+  fileprivate func header(_ line: String) { CurlTransfer.parseHeader(line, into: &headers) }
+
+  /// One header line as libcurl hands it over: a status line starts a new response (after a
+  /// redirect or a 100 Continue); `name: value` lines are kept by lower-cased name, repeated names
+  /// joined with ", ".
+  static func parseHeader(_ line: String, into headers: inout [String: String]) {
     let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
     if trimmed.hasPrefix("HTTP/") {
-      headers = [:]  // a new response (after a redirect or a 100 Continue)
+      headers = [:]
       return
     }
     guard let colon = trimmed.firstIndex(of: ":") else { return }
