@@ -165,3 +165,27 @@ struct DiskStoreTests {
     }
   }
 }
+
+@Suite("Disk store threads", .timeLimit(.minutes(1)))
+struct DiskStoreThreadTests {
+  /// The threads of this process (Linux: /proc/self/task).
+  static var threadCount: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0 }
+
+  @Test("a store's own threads end with it: opening and dropping 30 stores leaves no threads behind")
+  func storesReleaseThreads() async throws {
+    let directory = NSTemporaryDirectory() + "darkroom-threads-\(UUID().uuidString)"
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    // One store first, so that the process-wide threads (SQLite, the cooperative pool) exist.
+    do { _ = try await DiskStore(directory: directory).statistics() }
+    let baseline = Self.threadCount
+    for round in 0..<30 {
+      let store = try DiskStore(directory: directory)
+      let value = FetchedData(source: ImageSource(path: "t.jpg"), bytes: ImageBytes([0xFF, 0xD8, 0xFF, 0xD9]))
+      try await store.setEntry(CacheEntry(value: value), forKey: "k\(round)", source: "t.jpg")
+      #expect(try await store.entry(forKey: "k\(round)") != nil)
+    }
+    // 30 stores × 2 threads would be 60 more; they exit once their stores are gone.
+    while Self.threadCount > baseline + 4 { await Task.yield() }
+    #expect(Self.threadCount <= baseline + 4)
+  }
+}

@@ -32,6 +32,8 @@ public final class DiskStore: CacheStore {
   public let maxCount: Int
   let index: DiskIndex
   private let pool: BlockingPool
+  /// True when the store made its pool (then its threads end with the store).
+  private let ownsPool: Bool
   private let clock: @Sendable () -> Date
   private let accesses = AccessLog()
   private let discarded = Counter()
@@ -63,11 +65,16 @@ public final class DiskStore: CacheStore {
       throw PipelineError(.cacheUnavailable, "cannot open the disk cache index in \(directory): \(error)", cause: error)
     }
     self.pool = pool ?? BlockingPool(threads: 2, name: "darkroom.disk-cache")
+    ownsPool = pool == nil
     clock = now
     removeStaleTemporaries()
   }
 
-  deinit { try? index.touch(accesses.drain()) }
+  deinit {
+    try? index.touch(accesses.drain())
+    // The store's own threads exit with it (a pool passed in belongs to the caller).
+    if ownsPool { pool.shutdown() }
+  }
 
   public var now: Date { clock() }
   public var keeps: String { Self.keepsDescription }
