@@ -37,7 +37,8 @@ test: deps
 	$(SWIFT) test --skip-build
 
 ## fuzz: libFuzzer harnesses (json, decode, http, cache) built with -sanitize=fuzzer,address,
-## each run FUZZ_TIME seconds (default 60) on its seed corpora; fuzz-smoke: 15 s each
+## each run FUZZ_TIME seconds (default 60) on its seed corpora; fuzz-smoke: a fixed seed and input
+## count per harness (about a minute in all; CI runs it)
 FUZZ_TIME ?= 60
 fuzz-build: deps
 	$(SWIFT) build --scratch-path .build-fuzz --product darkroom-fuzz --sanitize=fuzzer --sanitize=address -Xswiftc -DFUZZING
@@ -46,7 +47,7 @@ fuzz: fuzz-build
 	scripts/fuzz.sh $(FUZZ_TIME)
 
 fuzz-smoke: fuzz-build
-	scripts/fuzz.sh 15
+	scripts/fuzz.sh smoke
 
 ## test-tsan / test-asan: the suite under ThreadSanitizer / AddressSanitizer (own build folders)
 test-tsan: deps

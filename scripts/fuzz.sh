@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer harness of darkroom-fuzz for SECONDS (default 60) with its seed corpora.
-# usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (build first: make fuzz-build)
+# usage: scripts/fuzz.sh [SECONDS|smoke] [HARNESS...]   (build first: make fuzz-build)
+# "smoke" runs a fixed number of inputs per harness with a fixed seed (deterministic; CI).
 # New inputs go to .build-fuzz/corpus/<harness>; crash reproducers to .build-fuzz/crashes/.
 # Leak detection is off, as in make test-asan: Swift keeps enum tags in spare pointer bits, which
 # hides live references from LeakSanitizer (static option tables would be reported).
@@ -32,10 +33,18 @@ for harness in "${harnesses[@]}"; do
   esac
   [ -d "Tests/FuzzRegressions/$harness" ] && seeds+=("Tests/FuzzRegressions/$harness")
   mkdir -p ".build-fuzz/corpus/$harness"
-  echo "== $harness: ${seconds}s"
-  if ! ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}" DARKROOM_FUZZ_TARGET="$harness" "$binary" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
+  if [ "$seconds" = smoke ]; then
+    case "$harness" in json) runs=150000 ;; decode) runs=2500 ;; http) runs=100000 ;; cache) runs=400 ;; esac
+    limit=(-seed=1 -runs="$runs")
+    work=$(mktemp -d)  # a fresh corpus: the same inputs on every machine
+  else
+    limit=(-max_total_time="$seconds")
+    work=".build-fuzz/corpus/$harness"
+  fi
+  echo "== $harness: ${limit[*]}"
+  if ! ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}" DARKROOM_FUZZ_TARGET="$harness" "$binary" "${limit[@]}" -timeout=20 -rss_limit_mb=4096 \
       -max_len=65536 -detect_leaks=0 -print_final_stats=1 -artifact_prefix=".build-fuzz/crashes/$harness-" \
-      ".build-fuzz/corpus/$harness" "${seeds[@]}" 2> ".build-fuzz/$harness.log"; then
+      "$work" "${seeds[@]}" 2> ".build-fuzz/$harness.log"; then
     status=1
     tail -40 ".build-fuzz/$harness.log" >&2
     echo "$harness: a crash; its reproducer is in .build-fuzz/crashes/ — add it to Tests/FuzzRegressions/$harness" >&2
