@@ -1,4 +1,4 @@
-import Synchronization
+import Foundation
 
 /// One run of a pipeline: its id, status, events and result, and a way to cancel it.
 ///
@@ -28,7 +28,8 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     var task: Task<Void, Never>?
     var cancelRequested = false
   }
-  private let state = Mutex(State())
+  // An NSLock-backed box rather than Synchronization.Mutex: ThreadSanitizer sees through it.
+  private let state = Protected(State())
   private let observers: [any OperationObserver]
 
   init(info: OperationInfo, observers: [any OperationObserver]) {
