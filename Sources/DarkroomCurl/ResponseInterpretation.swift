@@ -1,4 +1,5 @@
 import CCurl
+import CCurlShim
 import DarkroomCore
 import Foundation
 

@@ -1,6 +1,5 @@
 import Darkroom
 import Foundation
-import Synchronization
 
 /// A stage made of a closure, for tests and quick experiments.
 ///
@@ -53,7 +52,7 @@ public final class Gate: Sendable {
     var next: UInt64 = 0
     var cancelled: Set<UInt64> = []
   }
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   public init() {}
 

@@ -3,15 +3,16 @@ import Foundation
 import Synchronization
 
 /// Counts the stage runs that did work (not joined), by stage kind.
-final class WorkCounter: OperationObserver {
-  private let counts = Mutex<[String: Int]>([:])
+final class WorkCounter: OperationObserver, @unchecked Sendable {
+  private let lock = NSLock()
+  private var counts: [String: Int] = [:]  // guarded by `lock`
   func receive(_ event: OperationEvent, for operation: OperationInfo) {
     guard case .stageStarted(let stage) = event, !stage.joined else { return }
-    counts.withLock { counts in
+    lock.withLock {
       for kind in [stage.kind] + stage.fusedKinds { counts[kind, default: 0] += 1 }
     }
   }
-  func count(_ kind: String) -> Int { counts.withLock { $0[kind] ?? 0 } }
+  func count(_ kind: String) -> Int { lock.withLock { counts[kind] ?? 0 } }
 }
 
 func percentile(_ samples: [Duration], _ fraction: Double) -> Duration {

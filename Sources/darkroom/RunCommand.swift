@@ -97,10 +97,16 @@ struct RunCommand: AsyncParsableCommand {
       Terminal.error("error: invalid pipeline: \(error.message)")
       throw ExitStatus.invalidPipeline
     }
-    // libvips starts lazily with the first decode (loading its modules takes ~80 ms, which a
-    // fetch-only pipeline does not need); only a non-default thread count starts it now.
+    // libvips starts here, on the main thread, before any work, when a stage needs it (a
+    // fetch-only pipeline skips its ~80 ms of module loading). Starting it lazily on a pool thread
+    // raced with the process's exit when the first image's operation timed out during the start:
+    // GLib aborted in exit() while the pool thread was still registering its types.
+    let vipsKinds: Set<String> = ["decode", "crop", "resize", "encode"]
+    let usesVips = set.variants.contains { variant in
+      variant.graph.stages.contains { !vipsKinds.isDisjoint(with: [$0.kind] + $0.fusedKinds) }
+    }
     do {
-      if vipsThreads != 1 { try Darkroom.bootstrap(vipsConcurrency: vipsThreads) }
+      if usesVips || vipsThreads != 1 { try Darkroom.bootstrap(vipsConcurrency: vipsThreads) }
     } catch {
       Terminal.error("error: \(error.message)")
       throw ExitCode.failure

@@ -1,7 +1,6 @@
 import DarkroomCore
 import DarkroomTesting
 import Foundation
-import Synchronization
 import Testing
 
 struct Oops: Error, Sendable {}

@@ -2,13 +2,12 @@ import Darkroom
 import DarkroomHTTPTestServer
 import DarkroomTesting
 import Foundation
-import Synchronization
 import Testing
 
 /// Measures how many transfers run at once through the HTTP transport it wraps.
 struct MeteredTransport: FetchTransport {
   final class Meter: Sendable {
-    private let counts = Mutex((current: 0, peak: 0, total: 0))
+    private let counts = Locked((current: 0, peak: 0, total: 0))
     func enter() {
       counts.withLock {
         $0.current += 1

@@ -3,7 +3,6 @@ import DarkroomTesting
 import Foundation
 import Logging
 import MetricsTestKit
-import Synchronization
 import Testing
 
 @Suite("Notifications")
@@ -30,7 +29,7 @@ struct NotificationTests {
 
   @Test("the loader's notifier announces finish and failure to observers, a stream and a JSON Lines file")
   func loaderEndsToSinks() async throws {
-    let seen = Mutex<[LoadNotification]>([])
+    let seen = Locked<[LoadNotification]>([])
     let stream = StreamSink()
     let jsonl = directory + "/events.jsonl"
     let notifier = Notifier(sinks: [

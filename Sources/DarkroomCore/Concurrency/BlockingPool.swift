@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A bounded pool of dedicated threads for blocking work: libvips evaluation, file I/O, C calls.
 ///
@@ -143,7 +142,7 @@ private final class ContinuationBox<T: Sendable>: Sendable {
     var started = false
     var done = false
   }
-  private let state = Mutex(State())
+  private let state = Protected(State())
 
   func set(_ continuation: CheckedContinuation<T, any Error>) {
     let cancelNow = state.withLock { state -> Bool in

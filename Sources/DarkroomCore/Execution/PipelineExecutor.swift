@@ -210,24 +210,4 @@ public struct PipelineExecutor: Sendable {
     operation.handle(.stageFinished(StageInfo(index: index, stage: stage, joined: joined), clock.now - started))
     return value
   }
-
-  /// Runs `body`, failing with `timedOut` when it takes longer than `limit`.
-  static func withTimeout<T: Sendable>(
-    _ limit: Duration?, source: String?, what: String = "the operation", _ body: @escaping @Sendable () async throws -> T
-  ) async throws -> T {
-    guard let limit else { return try await body() }
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-      group.addTask { try await body() }
-      group.addTask {
-        try await Task.sleep(for: limit)
-        return nil
-      }
-      defer { group.cancelAll() }
-      guard let first = try await group.next() else { throw CancellationError() }
-      guard let value = first else {
-        throw PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source)
-      }
-      return value
-    }
-  }
 }

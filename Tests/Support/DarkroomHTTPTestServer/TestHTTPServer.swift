@@ -1,7 +1,7 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
 
 /// A real HTTP/1.1 server on `127.0.0.1` for tests of HTTP clients: it serves fixed bytes, misbehaves on
 /// demand (see ``TestResponse``) and records every request it receives.
@@ -24,7 +24,7 @@ public final class TestHTTPServer: Sendable {
   private let registry: RequestRegistry
   private let group: MultiThreadedEventLoopGroup
   private let channel: any Channel
-  private let isShutDown = Mutex(false)
+  private let isShutDown = NIOLockedValueBox(false)
 
   private init(port: Int, registry: RequestRegistry, group: MultiThreadedEventLoopGroup, channel: any Channel) {
     self.port = port
@@ -34,7 +34,7 @@ public final class TestHTTPServer: Sendable {
   }
 
   deinit {
-    let alreadyShutDown = isShutDown.withLock { $0 }
+    let alreadyShutDown = isShutDown.withLockedValue { $0 }
     if !alreadyShutDown {
       group.shutdownGracefully { _ in }
     }
@@ -112,7 +112,7 @@ public final class TestHTTPServer: Sendable {
   ///
   /// - Throws: If the event loop group fails to shut down.
   public func shutdown() async throws {
-    let first = isShutDown.withLock { isShutDown in
+    let first = isShutDown.withLockedValue { isShutDown in
       defer { isShutDown = true }
       return !isShutDown
     }
@@ -139,10 +139,10 @@ final class RequestRegistry: Sendable {
     var connections = 0
   }
 
-  private let state: Mutex<State>
+  private let state: NIOLockedValueBox<State>
 
   init(routes: [String: TestResponse]) {
-    state = Mutex(State(routes: routes))
+    state = NIOLockedValueBox(State(routes: routes))
   }
 
   static func routingPath(_ target: String) -> String {
@@ -152,26 +152,26 @@ final class RequestRegistry: Sendable {
 
   func setRoute(_ path: String, _ response: TestResponse) {
     let path = Self.routingPath(path)
-    state.withLock { $0.routes[path] = response }
+    state.withLockedValue { $0.routes[path] = response }
   }
 
   func removeRoute(_ path: String) {
     let path = Self.routingPath(path)
-    state.withLock { _ = $0.routes.removeValue(forKey: path) }
+    state.withLockedValue { _ = $0.routes.removeValue(forKey: path) }
   }
 
   func requestCount(_ path: String) -> Int {
     let path = Self.routingPath(path)
-    return state.withLock { $0.counts[path, default: 0] }
+    return state.withLockedValue { $0.counts[path, default: 0] }
   }
 
-  var requests: [RecordedRequest] { state.withLock { $0.requests } }
+  var requests: [RecordedRequest] { state.withLockedValue { $0.requests } }
 
-  var connectionCount: Int { state.withLock { $0.connections } }
+  var connectionCount: Int { state.withLockedValue { $0.connections } }
 
   /// Assigns the next connection number (1-based).
   func registerConnection() -> Int {
-    state.withLock { state in
+    state.withLockedValue { state in
       state.connections += 1
       return state.connections
     }
@@ -180,7 +180,7 @@ final class RequestRegistry: Sendable {
   /// Records a request and returns its route (if any) and its zero-based index among the requests for its path.
   func record(_ request: RecordedRequest) -> (response: TestResponse?, index: Int) {
     let path = Self.routingPath(request.path)
-    return state.withLock { state in
+    return state.withLockedValue { state in
       let index = state.counts[path, default: 0]
       state.counts[path] = index + 1
       state.requests.append(request)

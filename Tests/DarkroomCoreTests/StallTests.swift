@@ -1,0 +1,114 @@
+import DarkroomCore
+import DarkroomTesting
+import Foundation
+import Testing
+
+/// A stage that waits for a continuation it never hands to cancellation: it models a user stage
+/// or a library call that ignores `Task.cancel()` and only ends when released.
+private struct DeafStage: Stage {
+  static var kind: String { "deaf" }
+  let latch: DeafLatch
+  var identifier: String { "deaf" }
+  func process(_ input: Int, context: StageContext) async throws -> Int {
+    await withCheckedContinuation { latch.hold($0) }
+    return input
+  }
+}
+
+/// Holds continuations until released; cancellation does not reach them.
+private final class DeafLatch: Sendable {
+  private let held = Locked<(continuations: [CheckedContinuation<Void, Never>], released: Bool)>(([], false))
+  func hold(_ continuation: CheckedContinuation<Void, Never>) {
+    let resumeNow = held.withLock { state -> Bool in
+      if state.released { return true }
+      state.continuations.append(continuation)
+      return false
+    }
+    if resumeNow { continuation.resume() }
+  }
+  func release() {
+    let waiting = held.withLock { state -> [CheckedContinuation<Void, Never>] in
+      state.released = true
+      defer { state.continuations = [] }
+      return state.continuations
+    }
+    for continuation in waiting { continuation.resume() }
+  }
+}
+
+/// A stage whose blocking call never returns until a semaphore is signalled, like a C library
+/// stuck in a read or a computation with no cancellation point.
+private struct StuckCallStage: Stage {
+  static var kind: String { "stuck" }
+  let semaphore: DispatchSemaphore
+  var identifier: String { "stuck" }
+  func process(_ input: Int, context: StageContext) async throws -> Int {
+    try await context.pool.run {
+      semaphore.wait()
+      return input
+    }
+  }
+}
+
+@Suite("Stalls end by the time limit", .timeLimit(.minutes(1)))
+struct StallTests {
+  @Test("an operation ends by its time limit even when a stage ignores cancellation")
+  func deafStage() async throws {
+    let latch = DeafLatch()
+    defer { latch.release() }
+    let observer = RecordingObserver()
+    let operation = Pipeline(name: "deaf") { DeafStage(latch: latch) }
+      .run(1, options: RunOptions(observers: [observer], timeout: .milliseconds(100)))
+    guard case .failure(let error) = await operation.result else {
+      Issue.record("a stage that never returns finished")
+      return
+    }
+    #expect(error.code == .timedOut)
+    #expect(error.message.contains("the operation took longer than its"))
+    #expect(operation.status == .failed)
+    #expect(observer.names.filter { $0 == "failed" }.count == 1)
+    #expect(!observer.names.contains("finished"))
+  }
+
+  @Test("a stage time limit fires while a blocking call is stuck; the pool thread serves again once the call returns")
+  func stuckBlockingCall() async throws {
+    let pool = BlockingPool(threads: 1, name: "stall-test")
+    defer { pool.shutdown() }
+    let semaphore = DispatchSemaphore(value: 0)
+    var options = RunOptions(timeout: .seconds(30), stageTimeout: .milliseconds(100), pool: pool)
+    options.stageTimeouts = [:]
+    let operation = Pipeline(name: "stuck") { StuckCallStage(semaphore: semaphore) }.run(7, options: options)
+    guard case .failure(let error) = await operation.result else {
+      Issue.record("a stuck call finished")
+      semaphore.signal()
+      return
+    }
+    #expect(error.code == .timedOut)
+    #expect(error.message.contains("stage \"stuck\" took longer than its"))
+    #expect(error.stageKind == "stuck")
+    semaphore.signal()  // the call returns; its result is dropped
+    let after = Pipeline(name: "after") {
+      ClosureStage<Int, Int>(identifier: "inc") { value, context in
+        try await context.pool.run { value + 1 }
+      }
+    }.run(1, options: RunOptions(pool: pool))
+    #expect(try await after.value == 2)
+  }
+
+  @Test("cancelling an operation whose stage ignores cancellation ends it at once as cancelled")
+  func cancelDeafStage() async throws {
+    let latch = DeafLatch()
+    defer { latch.release() }
+    let observer = RecordingObserver()
+    let operation = Pipeline(name: "deaf") { DeafStage(latch: latch) }
+      .run(1, options: RunOptions(observers: [observer], timeout: .seconds(30)))
+    operation.cancel()
+    let result = await operation.result
+    guard case .failure(let error) = result else {
+      Issue.record("a cancelled operation finished")
+      return
+    }
+    #expect(error.code == .cancelled)
+    #expect(operation.status == .cancelled)
+  }
+}
