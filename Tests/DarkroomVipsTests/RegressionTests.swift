@@ -15,6 +15,23 @@ struct RegressionTests {
     #expect([output.width, output.height] == (orientation >= 5 ? [400, 640] : [640, 400]))
   }
 
+  @Test("fill and center crops of an EXIF-turned JPEG through the fused path", arguments: 2...8)
+  func fillWithOrientation(_ orientation: Int) async throws {
+    // Found by the disk-fault tests: fill 720×588 of Examples/images/portrait-rotated.jpg
+    // (orientation 6) failed with "out of order read", because the shrunk image was turned while
+    // still being read sequentially.
+    let input = try TestImages.fetched(.jpeg(), width: 1800, height: 1200, quadrants: true, orientation: orientation)
+    for mode in [ResizeMode.fill, .center] {
+      let pipeline = Pipeline(name: "fill") {
+        Decoder()
+        Resizer(width: 720, height: 588, mode: mode)
+        Encoder(.jpeg())
+      }
+      let output = try await pipeline.process(input)
+      #expect([output.width, output.height] == [720, 588])
+    }
+  }
+
   @Test("HEIF/AVIF and WebP sources go through the fused path with the right size")
   func fusedOtherFormats() async throws {
     for format in [EncodeFormat.avif(effort: 0), .webp()] {

@@ -72,11 +72,16 @@ enum DiskEntryFile {
     append(UInt32(0), to: &header)
     let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
     guard descriptor >= 0 else { throw failure("cannot create \(path)") }
-    defer { close(descriptor) }
+    var written = false
+    defer {
+      close(descriptor)
+      if !written { unlink(path) }  // a disk that filled up mid-write leaves no partial file
+    }
     try header.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     try metadata.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     try record.payload.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     guard fsync(descriptor) == 0 else { throw failure("cannot flush \(path) to disk") }
+    written = true
     return header.count + metadata.count + record.payload.count
   }
 

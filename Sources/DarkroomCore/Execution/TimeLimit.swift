@@ -1,13 +1,19 @@
 import Foundation
 
 extension PipelineExecutor {
+  /// How long a cancelled or timed-out body may take to wind down before the caller stops
+  /// waiting for it. Cooperative work (a libcurl transfer taken off its loop, a pool call released
+  /// on cancellation) ends in microseconds, so the caller sees it finished; work that ignores
+  /// cancellation is abandoned after this and ends on its own.
+  static let abandonAfter: Duration = .seconds(1)
+
   /// Runs `body`, failing with `timedOut` when it takes longer than `limit`.
   ///
   /// The limit holds even when `body` ignores cancellation — a user stage awaiting something that
-  /// never comes, a C call stuck on a pool thread: `body` runs in a task of its own, and the caller
-  /// is resumed by whichever comes first, the result or the deadline. On the deadline that task is
-  /// cancelled and left to end by itself; whatever it returns later is dropped. Cancelling the
-  /// caller ends the wait at once the same way, with `CancellationError`.
+  /// never comes, a C call stuck on a thread: `body` runs in a task of its own. At the deadline
+  /// that task is cancelled, and the caller resumes with `timedOut` as soon as the body has ended,
+  /// or ``abandonAfter`` later if it has not; whatever it returns after that is dropped.
+  /// Cancelling the caller works the same way, with `CancellationError`.
   static func withTimeout<T: Sendable>(
     _ limit: Duration?, source: String?, what: String = "the operation", _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
@@ -18,60 +24,101 @@ extension PipelineExecutor {
         race.start(
           continuation,
           work: Task {
-            do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
+            do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
           },
           timer: Task {
             try? await Task.sleep(for: limit)
             guard !Task.isCancelled else { return }
-            race.finish(
-              .failure(PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source)))
+            race.stop(PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source))
           })
       }
     } onCancel: {
-      race.finish(.failure(CancellationError()))
+      race.stop(CancellationError())
     }
   }
 }
 
-/// The first of a result, a deadline and a cancellation resumes the waiter; the other two are
-/// ignored, and the work and the timer are cancelled.
+/// Decides how a time-limited body ends: by its own result, or by a deadline or cancellation
+/// (`stop`), after which the body gets ``PipelineExecutor/abandonAfter`` to wind down.
 private final class TimeLimitRace<T: Sendable>: Sendable {
   private struct State {
     var continuation: CheckedContinuation<T, any Error>?
-    var early: Result<T, any Error>?  // finished before `start` (cancelled before it began)
-    var tasks: [Task<Void, Never>] = []
-    var done = false
+    var work: Task<Void, Never>?
+    var timer: Task<Void, Never>?
+    var stopped: (any Error)?  // the deadline or cancellation, once decided
+    var ended: Result<T, any Error>?  // the body's result, if it came before `start`
+    var resumed = false
   }
   private let state = Protected(State())
-
-  func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
-    let early = state.withLock { state -> Result<T, any Error>? in
-      if let early = state.early { return early }
-      state.continuation = continuation
-      state.tasks = [work, timer]
-      return nil
-    }
-    guard let early else { return }
-    work.cancel()
-    timer.cancel()
-    continuation.resume(with: early)
+  private enum Next {
+    case wait
+    case resume(Result<T, any Error>)
+    case stopNow(any Error)
   }
 
-  func finish(_ result: Result<T, any Error>) {
-    let (continuation, tasks) = state.withLock { state -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) in
-      guard !state.done else { return (nil, []) }
-      state.done = true
-      guard let continuation = state.continuation else {
-        state.early = result
-        return (nil, [])
+  func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+    let next = state.withLock { state -> Next in
+      state.work = work
+      state.timer = timer
+      if let ended = state.ended {
+        state.resumed = true
+        return .resume(state.stopped.map { .failure($0) } ?? ended)
       }
-      defer {
-        state.continuation = nil
-        state.tasks = []
-      }
-      return (continuation, state.tasks)
+      state.continuation = continuation
+      return state.stopped.map { .stopNow($0) } ?? .wait
     }
-    for task in tasks { task.cancel() }
-    continuation?.resume(with: result)
+    switch next {
+    case .wait: break
+    case .resume(let result):
+      timer.cancel()
+      continuation.resume(with: result)
+    case .stopNow:
+      work.cancel()
+      timer.cancel()
+      abandonLater()
+    }
+  }
+
+  /// The body returned or threw.
+  func workEnded(_ result: Result<T, any Error>) {
+    let (continuation, timer, outcome) = state.withLock {
+      state -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?, Result<T, any Error>) in
+      let outcome = state.stopped.map { .failure($0) } ?? result
+      guard !state.resumed else { return (nil, nil, outcome) }
+      guard let continuation = state.continuation else {
+        state.ended = result
+        return (nil, nil, outcome)
+      }
+      state.resumed = true
+      state.continuation = nil
+      return (continuation, state.timer, outcome)
+    }
+    timer?.cancel()
+    continuation?.resume(with: outcome)
+  }
+
+  /// The deadline passed or the caller was cancelled: the body is cancelled and given a moment.
+  func stop(_ error: any Error) {
+    let (work, timer, started) = state.withLock { state -> (Task<Void, Never>?, Task<Void, Never>?, Bool) in
+      guard state.stopped == nil, !state.resumed else { return (nil, nil, false) }
+      state.stopped = error
+      return (state.work, state.timer, state.continuation != nil)
+    }
+    work?.cancel()
+    timer?.cancel()
+    if started { abandonLater() }
+  }
+
+  private func abandonLater() {
+    Task {
+      try? await Task.sleep(for: PipelineExecutor.abandonAfter)
+      let (continuation, error) = state.withLock { state -> (CheckedContinuation<T, any Error>?, (any Error)?) in
+        guard !state.resumed, let continuation = state.continuation, let error = state.stopped else { return (nil, nil) }
+        state.resumed = true
+        state.continuation = nil
+        return (continuation, error)
+      }
+      if let continuation, let error { continuation.resume(throwing: error) }
+    }
   }
 }

@@ -28,25 +28,22 @@ public enum AtomicFile {
     }
     guard descriptor >= 0 else { throw posixError("cannot create \(temporary)") }
     var written = 0
-    let failure: String? = bytes.withUnsafeBytes { buffer -> String? in
+    var failure: Int32 = 0  // the errno of the first failing write or close
+    bytes.withUnsafeBytes { buffer in
       while written < buffer.count {
         let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
         if count < 0 {
           if errno == EINTR { continue }
-          return "cannot write \(path)"
+          failure = errno
+          return
         }
         written += count
       }
-      return nil
     }
-    let closed = close(descriptor)
-    if let failure {
+    if close(descriptor) != 0, failure == 0 { failure = errno }
+    if failure != 0 {
       unlink(temporary)
-      throw posixError(failure)
-    }
-    if closed != 0 {
-      unlink(temporary)
-      throw posixError("cannot write \(path)")
+      throw posixError("", code: failure)  // the caller names the file: "cannot write …: No space left on device"
     }
     guard rename(temporary, path) == 0 else {
       let error = posixError("cannot move the written file to \(path)")
@@ -55,9 +52,11 @@ public enum AtomicFile {
     }
   }
 
-  private static func posixError(_ message: String) -> NSError {
-    NSError(
-      domain: NSPOSIXErrorDomain, code: Int(errno),
-      userInfo: [NSLocalizedDescriptionKey: "\(message): \(String(cString: strerror(errno)))"])
+  /// An error carrying `errno`, described as "message: reason" (or just the reason).
+  private static func posixError(_ message: String, code: Int32 = errno) -> NSError {
+    let reason = String(cString: strerror(code))
+    return NSError(
+      domain: NSPOSIXErrorDomain, code: Int(code),
+      userInfo: [NSLocalizedDescriptionKey: message.isEmpty ? reason : "\(message): \(reason)"])
   }
 }

@@ -103,7 +103,12 @@ public struct ShrinkOnLoadDecoder: Stage {
     }
     let storedTarget = swaps ? (width: target.height, height: target.width) : target
     pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, finishing: false)
-    if orientation != 1 { pixels = try pixels.autorotated() }
+    if orientation != 1 {
+      // Turning and vertical flips read their input out of order, and the loader reads the file
+      // sequentially ("out of order read"): hold the shrunk image in memory first, as
+      // vips_thumbnail does. It is already about the output's size.
+      pixels = try pixels.materialized().autorotated()
+    }
     pixels = try resizer.apply(to: pixels, scaledTo: target)
     image.image = pixels
     return image

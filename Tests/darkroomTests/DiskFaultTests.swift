@@ -1,0 +1,189 @@
+import DarkroomCore
+import Foundation
+import Testing
+
+/// Runs shell scripts in a private mount namespace (`unshare --mount`), where they can mount
+/// small or read-only tmpfs file systems that vanish with them. Needs root or user namespaces;
+/// the tests below are disabled, saying so, where neither is available.
+enum MountNamespace {
+  static let available: Bool = {
+    guard let directory = try? Runner.temporaryDirectory() else { return false }
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    return (try? run("mount -t tmpfs -o size=64k tmpfs \"$WORK\"", work: directory).status) == 0
+  }()
+
+  /// Runs `script` with `sh -e` in a new mount namespace, with `$DARKROOM` (the runner) and
+  /// `$WORK` set, from the package folder.
+  static func run(_ script: String, work: String) throws -> Runner.Result {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+    process.arguments = ["--mount", "--propagation", "private", "--", "/bin/sh", "-ec", script]
+    process.environment = ProcessInfo.processInfo.environment.merging(
+      ["DARKROOM": Runner.executable, "WORK": work], uniquingKeysWith: { $1 })
+    process.currentDirectoryURL = Runner.package
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let errData = Locked<Data>(Data())
+    let readerDone = DispatchSemaphore(value: 0)
+    Thread {
+      errData.set(err.fileHandleForReading.readDataToEndOfFile())
+      readerDone.signal()
+    }.start()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    readerDone.wait()
+    return Runner.Result(
+      status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+      stderr: String(decoding: errData.value, as: UTF8.self))
+  }
+
+  /// The JSON Lines a run wrote, parsed.
+  static func events(_ path: String) throws -> [JSONValue] {
+    try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { try JSONParser.parse(String($0)) }
+  }
+
+  /// Every file under `directory`, relative, sorted.
+  static func files(under directory: String) -> [String] {
+    (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String] ?? [])
+      .filter { path in
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: directory + "/" + path, isDirectory: &isDirectory)
+          && !isDirectory.boolValue
+      }
+      .sorted()
+  }
+}
+
+@Suite(
+  "Disk faults: full and read-only file systems", .serialized, .timeLimit(.minutes(2)),
+  .enabled(if: MountNamespace.available, "needs mount namespaces (root or user namespaces) to mount a small tmpfs"))
+struct DiskFaultTests {
+  /// fetch → decode → 400×400 PNG → disk cache in `directory` (PNG: large enough to fill 300 KB).
+  static func cachedPipeline(cache directory: String, at path: String) throws {
+    let text = """
+      { "version": 1, "name": "full-disk",
+        "stages": [
+          { "stage": "fetch" }, { "stage": "decode" },
+          { "stage": "resize", "width": 400, "height": 400, "mode": "fit" },
+          { "stage": "encode", "format": "png" },
+          { "stage": "cache", "store": "disk", "directory": "\(directory)", "maxAge": 86400 }
+        ] }
+      """
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+  }
+
+  @Test("a disk cache on a full disk: stores fail with ENOSPC, every image still comes out, no partial file, hits are whole")
+  func fullCacheDisk() throws {
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    try FileManager.default.createDirectory(atPath: work + "/cache", withIntermediateDirectories: true)
+    try Self.cachedPipeline(cache: work + "/cache/store", at: work + "/pipeline.json")
+    let run = try MountNamespace.run(
+      """
+      mount -t tmpfs -o size=300k tmpfs "$WORK/cache"
+      "$DARKROOM" run "$WORK/pipeline.json" Examples/images --output "$WORK/first" --events jsonl > "$WORK/first.jsonl"
+      "$DARKROOM" run "$WORK/pipeline.json" Examples/images --output "$WORK/second" --events jsonl > "$WORK/second.jsonl"
+      find "$WORK/cache" -type f > "$WORK/cache-files.txt"
+      """, work: work)
+    #expect(run.status == 0, "\(run.stderr)")  // both runs exit 0: a cache that cannot store is not a failed image
+
+    let first = try MountNamespace.events(work + "/first.jsonl")
+    #expect(first.filter { $0["event"] == "finished" }.count == 4)
+    let failedStores = first.filter { $0["outcome"] == "storeFailed" }
+    #expect(!failedStores.isEmpty, "300 KB should not hold four 400-pixel PNGs")
+    for event in failedStores {
+      guard case .string(let detail)? = event["detail"] else {
+        Issue.record("a storeFailed event without its detail: \(event)")
+        continue
+      }
+      #expect(detail.contains("cacheFailed") && detail.contains("No space left on device"), "\(detail)")
+      #expect(detail.contains("lower the store's maxBytes"))
+    }
+    let cacheFiles = try String(contentsOfFile: work + "/cache-files.txt", encoding: .utf8).split(separator: "\n")
+    #expect(!cacheFiles.contains { $0.hasSuffix(".partial") }, "a write cut short by ENOSPC left \(cacheFiles)")
+
+    // The second run is answered from the entries that were stored, byte for byte.
+    let second = try MountNamespace.events(work + "/second.jsonl")
+    let hits = second.filter { $0["outcome"] == "hit" }
+    #expect(!hits.isEmpty && hits.count < 4)
+    #expect(second.filter { $0["event"] == "finished" }.count == 4)
+    for name in MountNamespace.files(under: work + "/first") {
+      let original = try Data(contentsOf: URL(fileURLWithPath: work + "/first/" + name))
+      let again = try Data(contentsOf: URL(fileURLWithPath: work + "/second/" + name))
+      #expect(original == again, "\(name) differs when served from the cache")
+    }
+  }
+
+  @Test("outputs on a full disk fail with writeFailed (ENOSPC) and leave only whole files")
+  func fullOutputDisk() throws {
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    try FileManager.default.createDirectory(atPath: work + "/full", withIntermediateDirectories: true)
+    let reference = try Runner.run(["run", "Examples/pipelines/bench-fill.json", "Examples/images", "--output", work + "/roomy"])
+    #expect(reference.status == 0, "\(reference.stderr)")
+    let roomy = MountNamespace.files(under: work + "/roomy")
+    let sizes = try roomy.map { try Data(contentsOf: URL(fileURLWithPath: work + "/roomy/" + $0)).count }
+    // Room for the smallest output and some of the next, never all of them.
+    let room = sizes.min()! + sizes.max()! / 2
+    let run = try MountNamespace.run(
+      """
+      mount -t tmpfs -o size=\(room) tmpfs "$WORK/full"
+      status=0
+      "$DARKROOM" run Examples/pipelines/bench-fill.json Examples/images --output "$WORK/full" || status=$?
+      ls -A "$WORK/full" > "$WORK/full-files.txt"
+      for f in "$WORK"/full/*; do cp "$f" "$WORK/kept-$(basename "$f")"; done
+      exit $status
+      """, work: work)
+    #expect(run.status == 1, "\(run.stderr)")
+    #expect(run.stderr.contains("writeFailed: cannot write"))
+    #expect(run.stderr.contains("No space left on device"))
+    for line in run.stderr.split(separator: "\n") where line.contains("writeFailed") {
+      #expect(line.components(separatedBy: "cannot write").count == 2, "the file and its reason once: \(line)")
+    }
+    let kept = try String(contentsOfFile: work + "/full-files.txt", encoding: .utf8).split(separator: "\n").map(String.init)
+    #expect(!kept.contains { $0.hasSuffix(".tmp") }, "temporary files left: \(kept)")
+    #expect(kept.count < roomy.count)
+    for name in kept {  // whatever was written is whole: identical to the run with room
+      let written = try Data(contentsOf: URL(fileURLWithPath: work + "/kept-" + name))
+      #expect(written == (try Data(contentsOf: URL(fileURLWithPath: work + "/roomy/" + name))), "\(name) is partial")
+    }
+  }
+
+  @Test("a read-only cache directory is refused before anything runs; a read-only output directory fails each image")
+  func readOnly() throws {
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    try FileManager.default.createDirectory(atPath: work + "/cache", withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(atPath: work + "/out", withIntermediateDirectories: true)
+    try Self.cachedPipeline(cache: work + "/cache/store", at: work + "/pipeline.json")
+    let run = try MountNamespace.run(
+      """
+      mount -t tmpfs -o size=4m tmpfs "$WORK/cache"
+      "$DARKROOM" run "$WORK/pipeline.json" Examples/images --output "$WORK/first" --quiet
+      (cd "$WORK/cache" && find . -type f -path '*/entries/*' -exec md5sum {} + | sort) > "$WORK/before.txt"
+      mount -o remount,ro "$WORK/cache"
+      status=0
+      "$DARKROOM" run "$WORK/pipeline.json" Examples/images --output "$WORK/second" 2> "$WORK/cache-ro.txt" || status=$?
+      echo "$status" > "$WORK/cache-ro.status"
+      (cd "$WORK/cache" && find . -type f -path '*/entries/*' -exec md5sum {} + | sort) > "$WORK/after.txt"
+      mount -t tmpfs -o size=1m,ro tmpfs "$WORK/out"
+      status=0
+      "$DARKROOM" run Examples/pipelines/thumbnail.json Examples/images --output "$WORK/out" 2> "$WORK/out-ro.txt" || status=$?
+      echo "$status" > "$WORK/out-ro.status"
+      """, work: work)
+    #expect(run.status == 0, "\(run.stderr)")
+    func text(_ name: String) throws -> String { try String(contentsOfFile: work + "/" + name, encoding: .utf8) }
+    #expect(try text("cache-ro.status") == "2\n")
+    #expect(try text("cache-ro.txt").contains("disk cache directory \(work)/cache/store is not writable"))
+    #expect(!FileManager.default.fileExists(atPath: work + "/second"), "nothing ran")
+    #expect(try text("before.txt") == (try text("after.txt")))
+    #expect(try !text("before.txt").isEmpty)
+    #expect(try text("out-ro.status") == "1\n")
+    let outErrors = try text("out-ro.txt")
+    #expect(outErrors.components(separatedBy: "writeFailed").count - 1 == 4, "\(outErrors)")
+    #expect(outErrors.contains("Read-only file system"))
+  }
+}
