@@ -17,6 +17,7 @@ let package = Package(
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
@@ -37,7 +38,9 @@ let package = Package(
     ),
     .target(name: "CCurlShim", dependencies: ["CCurl"]),
     .target(name: "DarkroomCurl", dependencies: ["DarkroomCore", "CCurl", "CCurlShim"], swiftSettings: strict),
-    .target(name: "DarkroomCore", swiftSettings: strict),
+    .target(
+      name: "DarkroomCore", dependencies: [.product(name: "HeapModule", package: "swift-collections")],
+      swiftSettings: strict),
     .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
     .target(
       name: "DarkroomCache",

@@ -112,3 +112,45 @@ struct StallTests {
     #expect(operation.status == .cancelled)
   }
 }
+
+@Suite("Deadline scheduler", .timeLimit(.minutes(1)))
+struct DeadlineSchedulerTests {
+  @Test("deadlines fire in deadline order, on time or later, never before")
+  func firesInOrder() async {
+    let scheduler = DeadlineScheduler()
+    let clock = ContinuousClock()
+    let start = clock.now
+    let fired = Locked<[(Int, Duration)]>([])
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+      for (index, milliseconds) in [(3, 90), (1, 30), (2, 60)] {
+        _ = scheduler.schedule(after: .milliseconds(milliseconds)) {
+          let count = fired.withLock {
+            $0.append((index, clock.now - start))
+            return $0.count
+          }
+          if count == 3 { done.resume() }
+        }
+      }
+    }
+    let order = fired.value
+    #expect(order.map(\.0) == [1, 2, 3])
+    for (index, elapsed) in order { #expect(elapsed >= .milliseconds(30 * index)) }
+    #expect(scheduler.pendingCount == 0)
+  }
+
+  @Test("cancelled deadlines never fire and are not kept: 10,000 cancelled leave nothing behind")
+  func cancelledAreDropped() async {
+    let scheduler = DeadlineScheduler()
+    let fired = Locked(0)
+    let tokens = (0..<10_000).map { _ in scheduler.schedule(after: .seconds(60)) { fired.withLock { $0 += 1 } } }
+    #expect(scheduler.pendingCount == 10_000)
+    for token in tokens { scheduler.cancel(token) }
+    #expect(scheduler.pendingCount == 0)
+    #expect(scheduler.storedCount <= 64)
+    // A deadline scheduled after them still fires: the cancelled ones do not block the thread.
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+      _ = scheduler.schedule(after: .milliseconds(10)) { done.resume() }
+    }
+    #expect(fired.value == 0)
+  }
+}

@@ -13,7 +13,9 @@ extension PipelineExecutor {
   /// never comes, a C call stuck on a thread: `body` runs in a task of its own. At the deadline
   /// that task is cancelled, and the caller resumes with `timedOut` as soon as the body has ended,
   /// or ``abandonAfter`` later if it has not; whatever it returns after that is dropped.
-  /// Cancelling the caller works the same way, with `CancellationError`.
+  /// Cancelling the caller works the same way, with `CancellationError`. Deadlines live on the
+  /// process's ``DeadlineScheduler``, so a limit that did not fire costs nothing once its body
+  /// has ended.
   static func withTimeout<T: Sendable>(
     _ limit: Duration?, source: String?, what: String = "the operation", _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
@@ -21,16 +23,13 @@ extension PipelineExecutor {
     let race = TimeLimitRace<T>()
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        race.start(
-          continuation,
-          work: Task {
-            do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
-          },
-          timer: Task {
-            try? await Task.sleep(for: limit)
-            guard !Task.isCancelled else { return }
-            race.stop(PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source))
-          })
+        let work = Task {
+          do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
+        }
+        let deadline = DeadlineScheduler.shared.schedule(after: limit) {
+          race.stop(PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source))
+        }
+        race.start(continuation, work: work, deadline: deadline)
       }
     } onCancel: {
       race.stop(CancellationError())
@@ -44,45 +43,45 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
   private struct State {
     var continuation: CheckedContinuation<T, any Error>?
     var work: Task<Void, Never>?
-    var timer: Task<Void, Never>?
+    var deadline: DeadlineScheduler.Token?
     var stopped: (any Error)?  // the deadline or cancellation, once decided
     var ended: Result<T, any Error>?  // the body's result, if it came before `start`
     var resumed = false
   }
-  private let state = Protected(State())
   private enum Next {
     case wait
     case resume(Result<T, any Error>)
-    case stopNow(any Error)
+    case stopNow
   }
+  private let state = Protected(State())
 
-  func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+  func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, deadline: DeadlineScheduler.Token) {
     let next = state.withLock { state -> Next in
       state.work = work
-      state.timer = timer
+      state.deadline = deadline
       if let ended = state.ended {
         state.resumed = true
         return .resume(state.stopped.map { .failure($0) } ?? ended)
       }
       state.continuation = continuation
-      return state.stopped.map { .stopNow($0) } ?? .wait
+      return state.stopped == nil ? .wait : .stopNow
     }
     switch next {
     case .wait: break
     case .resume(let result):
-      timer.cancel()
+      DeadlineScheduler.shared.cancel(deadline)
       continuation.resume(with: result)
     case .stopNow:
       work.cancel()
-      timer.cancel()
+      DeadlineScheduler.shared.cancel(deadline)
       abandonLater()
     }
   }
 
   /// The body returned or threw.
   func workEnded(_ result: Result<T, any Error>) {
-    let (continuation, timer, outcome) = state.withLock {
-      state -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?, Result<T, any Error>) in
+    let (continuation, deadline, outcome) = state.withLock {
+      state -> (CheckedContinuation<T, any Error>?, DeadlineScheduler.Token?, Result<T, any Error>) in
       let outcome = state.stopped.map { .failure($0) } ?? result
       guard !state.resumed else { return (nil, nil, outcome) }
       guard let continuation = state.continuation else {
@@ -91,27 +90,27 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
       }
       state.resumed = true
       state.continuation = nil
-      return (continuation, state.timer, outcome)
+      return (continuation, state.deadline, outcome)
     }
-    timer?.cancel()
+    if let deadline { DeadlineScheduler.shared.cancel(deadline) }
     continuation?.resume(with: outcome)
   }
 
   /// The deadline passed or the caller was cancelled: the body is cancelled and given a moment.
   func stop(_ error: any Error) {
-    let (work, timer, started) = state.withLock { state -> (Task<Void, Never>?, Task<Void, Never>?, Bool) in
+    let (work, deadline, started) = state.withLock {
+      state -> (Task<Void, Never>?, DeadlineScheduler.Token?, Bool) in
       guard state.stopped == nil, !state.resumed else { return (nil, nil, false) }
       state.stopped = error
-      return (state.work, state.timer, state.continuation != nil)
+      return (state.work, state.deadline, state.continuation != nil)
     }
     work?.cancel()
-    timer?.cancel()
+    if let deadline { DeadlineScheduler.shared.cancel(deadline) }
     if started { abandonLater() }
   }
 
   private func abandonLater() {
-    Task {
-      try? await Task.sleep(for: PipelineExecutor.abandonAfter)
+    _ = DeadlineScheduler.shared.schedule(after: PipelineExecutor.abandonAfter) { [self] in
       let (continuation, error) = state.withLock { state -> (CheckedContinuation<T, any Error>?, (any Error)?) in
         guard !state.resumed, let continuation = state.continuation, let error = state.stopped else { return (nil, nil) }
         state.resumed = true
