@@ -99,7 +99,7 @@ let package = Package(
       swiftSettings: strict),
     .testTarget(
       name: "darkroomTests",
-      dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "darkroom", "darkroom-fuzz"],
+      dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "CZlib", "darkroom", "darkroom-fuzz"],
       swiftSettings: strict),
   ]
 )
