@@ -37,9 +37,21 @@ struct BatchRunner {
         return String(format: "%.1f ms", sorted[index])
       }
       let rate = elapsed > 0 ? Double(done + failed) / elapsed : 0
-      return String(
+      let line = String(
         format: "done %d, failed %d, %.1f images/s, per image p50 %@, p95 %@, total %.2f s", done, failed, rate, percentile(0.5),
         percentile(0.95), elapsed)
+      return line + (Self.peakResidentMegabytes.map { ", peak RSS \($0) MB" } ?? "")
+    }
+
+    /// This process's peak resident memory (`VmHWM` in /proc/self/status), in MB. Unlike
+    /// `ru_maxrss` seen by a parent, it starts afresh at exec, so it is the runner's own.
+    static var peakResidentMegabytes: Int? {
+      guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+      for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        let kilobytes = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }
+        return kilobytes.map { ($0 + 512) / 1024 }
+      }
+      return nil
     }
   }
 

@@ -21,18 +21,23 @@ extension PipelineExecutor {
   ) async throws -> T {
     guard let limit else { return try await body() }
     let race = TimeLimitRace<T>()
-    return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let work = Task {
-          do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
-        }
-        let deadline = DeadlineScheduler.shared.schedule(after: limit) {
-          race.stop(PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source))
-        }
-        race.start(continuation, work: work, deadline: deadline)
+    let work = Task {
+      do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
+    }
+    let deadline = DeadlineScheduler.shared.schedule(after: limit) {
+      race.stop(PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source))
+    }
+    do {
+      let value = try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { race.start($0, work: work, deadline: deadline) }
+      } onCancel: {
+        race.stop(CancellationError())
       }
-    } onCancel: {
-      race.stop(CancellationError())
+      await work.value  // the body has returned; its task ends at once, and with it what it held
+      return value
+    } catch {
+      if race.bodyEnded { await work.value }  // not when abandoned: that body may never end
+      throw error
     }
   }
 }
@@ -47,6 +52,7 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
     var stopped: (any Error)?  // the deadline or cancellation, once decided
     var ended: Result<T, any Error>?  // the body's result, if it came before `start`
     var resumed = false
+    var bodyEnded = false
   }
   private enum Next {
     case wait
@@ -78,10 +84,14 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
     }
   }
 
+  /// True once the body has returned or thrown.
+  var bodyEnded: Bool { state.withLock { $0.bodyEnded } }
+
   /// The body returned or threw.
   func workEnded(_ result: Result<T, any Error>) {
     let (continuation, deadline, outcome) = state.withLock {
       state -> (CheckedContinuation<T, any Error>?, DeadlineScheduler.Token?, Result<T, any Error>) in
+      state.bodyEnded = true
       let outcome = state.stopped.map { .failure($0) } ?? result
       guard !state.resumed else { return (nil, nil, outcome) }
       guard let continuation = state.continuation else {
