@@ -72,6 +72,41 @@ int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, dou
   return -1;
 }
 
+int dr_load_file(DrFormat format, const char *path, int shrink, double scale, int thumbnail, VipsFailOn fail_on,
+                 int sequential, VipsImage **out) {
+  VipsAccess access = sequential ? VIPS_ACCESS_SEQUENTIAL : VIPS_ACCESS_RANDOM;
+  VipsSource *source = vips_source_new_from_file(path);
+  if (!source) return -1;
+  int result = -1;
+  switch (format) {
+  case DR_FORMAT_JPEG:
+    result = vips_jpegload_source(source, out, "access", access, "fail_on", fail_on, "shrink", shrink > 0 ? shrink : 1,
+                                  "autorotate", FALSE, NULL);
+    break;
+  case DR_FORMAT_PNG:
+    result = vips_pngload_source(source, out, "access", access, "fail_on", fail_on, "unlimited", FALSE, NULL);
+    break;
+  case DR_FORMAT_GIF:
+    result = vips_gifload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, NULL);
+    break;
+  case DR_FORMAT_WEBP:
+    result = vips_webpload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, "scale",
+                                  scale > 0 ? scale : 1.0, NULL);
+    break;
+  case DR_FORMAT_TIFF:
+    result = vips_tiffload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, NULL);
+    break;
+  case DR_FORMAT_HEIF:
+    result = vips_heifload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, "thumbnail",
+                                  thumbnail ? TRUE : FALSE, "unlimited", FALSE, NULL);
+    break;
+  default:
+    vips_error("darkroom", "unknown format %d", (int)format);
+  }
+  g_object_unref(source);  // the image holds its own reference while it reads
+  return result;
+}
+
 int dr_autorot(VipsImage *in, VipsImage **out) { return vips_autorot(in, out, NULL); }
 
 int dr_icc_to_srgb(VipsImage *in, int embedded, const char *fallback_profile, VipsImage **out) {

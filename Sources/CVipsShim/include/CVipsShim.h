@@ -36,6 +36,11 @@ const char *dr_version(void);
 int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, double scale, int thumbnail,
                    VipsFailOn fail_on, int sequential, VipsImage **out);
 
+// As dr_load_buffer, but the format's loader reads the file at `path` itself, a little at a time
+// (a VipsSource), so the compressed bytes are never all in memory.
+int dr_load_file(DrFormat format, const char *path, int shrink, double scale, int thumbnail, VipsFailOn fail_on,
+                 int sequential, VipsImage **out);
+
 // TIFF layouts libvips 8.14 cannot decode — tiled images with separate colour planes ("tiled
 // separate planes not supported") — read through libtiff's RGBA interface instead.
 // dr_tiff_is_tiled_planar returns 1 when the first directory of the TIFF in memory has that

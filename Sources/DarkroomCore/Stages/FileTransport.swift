@@ -50,7 +50,8 @@ public struct FileTransport: FetchTransport {
       let code: PipelineError.Code = errno == EACCES || errno == EPERM ? .accessDenied : .fetchFailed
       throw PipelineError(code, "cannot open \(path): \(String(cString: strerror(errno)))", source: shown, cause: posixCause())
     }
-    defer { close(descriptor) }
+    var keepOpen = false
+    defer { if !keepOpen { close(descriptor) } }
     var status = stat()
     guard fstat(descriptor, &status) == 0 else {
       throw PipelineError(.fetchFailed, "cannot inspect \(path)", source: shown, cause: posixCause())
@@ -64,6 +65,17 @@ public struct FileTransport: FetchTransport {
     if size > limits.maxBytes {
       throw PipelineError(
         .tooLarge, "\(path) is \(size) bytes, over the limit of \(limits.maxBytes) bytes (maxBytes)", source: shown)
+    }
+    let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
+    if size >= Self.streamingThreshold {
+      // Large files stay in the file: the decoder reads them a little at a time (a 10000×10000
+      // JPEG is ~19 MB that memory never needs to hold). The open descriptor keeps reading the
+      // file that was checked, whatever happens to its path; at most `size` bytes are read.
+      keepOpen = true
+      let bytes = ImageBytes(openFile: descriptor, count: size)
+      return FetchedData(
+        source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
+        metadata: ["path": resolved, "size": String(size)])
     }
     let capacity = min(size, limits.maxBytes) + 1
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
@@ -85,11 +97,13 @@ public struct FileTransport: FetchTransport {
         .tooLarge, "\(path) grew past the limit of \(limits.maxBytes) bytes (maxBytes) while it was read", source: shown)
     }
     let bytes = ImageBytes(adopting: UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled))
-    let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
     return FetchedData(
       source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
       metadata: ["path": resolved, "size": String(filled)])
   }
+
+  /// Files at least this large (1 MiB) are read by the decoder from the file, not into memory.
+  public static let streamingThreshold = 1 << 20
 
   static func realPath(_ path: String) -> String? {
     guard let resolved = realpath(path, nil) else { return nil }

@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// An immutable block of bytes with a stable address, shared by reference.
 ///
 /// Image libraries such as libvips read from the caller's memory without copying, so the memory
@@ -7,20 +11,40 @@ import Foundation
 /// allocation explicitly; holders (a decoded image, say) keep a reference to it, and the memory is
 /// freed when the last reference goes.
 ///
+/// The bytes of a large local file can stay in the file (``init(openFile:count:)``): a decoder
+/// then reads the file itself through ``streamingPath``, a few kilobytes at a time, as libvips
+/// does for files, and memory never holds the whole compressed image. The first call that needs
+/// them all (``withUnsafeBytes(_:)``, ``baseAddress``, ``data``, equality) reads them into
+/// memory once; ``prefix(_:)`` and ``withUnsafeHead(_:_:)`` read only the start.
+///
 /// ```swift
 /// let bytes = ImageBytes(Data([0xFF, 0xD8, 0xFF]))
 /// bytes.withUnsafeBytes { print($0.count) }   // 3
 /// ```
-public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
-  // Written once in init, never mutated afterwards: safe to share between threads.
-  nonisolated(unsafe) private let storage: UnsafeMutableRawBufferPointer
+public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConvertible {
+  // `memory` is written at most once (in init, or when a file is first read), under `lock`;
+  // `descriptor` and `declaredCount` never change. That makes sharing between threads safe.
+  private let lock = NSLock()
+  private var memory: UnsafeMutableRawBufferPointer?
+  private let descriptor: Int32?
+  private let declaredCount: Int
 
-  /// The number of bytes.
-  public var count: Int { storage.count }
+  /// The number of bytes (for a file: its size when it was opened, or what could be read of it).
+  public var count: Int { lock.withLock { memory?.count ?? declaredCount } }
 
   /// Takes ownership of memory allocated with `UnsafeMutableRawBufferPointer.allocate`.
   public init(adopting buffer: UnsafeMutableRawBufferPointer) {
-    storage = buffer
+    memory = buffer
+    descriptor = nil
+    declaredCount = buffer.count
+  }
+
+  /// Takes ownership of an open regular file of `count` bytes, read lazily; the descriptor is
+  /// closed when the last reference goes. Bytes past `count` (a file that grew) are never read.
+  public init(openFile descriptor: Int32, count: Int) {
+    memory = nil
+    self.descriptor = descriptor
+    declaredCount = count
   }
 
   /// Copies bytes from any collection of bytes.
@@ -43,11 +67,41 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     self.init(adopting: UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: offset))
   }
 
-  deinit { storage.deallocate() }
+  deinit {
+    memory?.deallocate()
+    if let descriptor { close(descriptor) }
+  }
+
+  /// A path a library can open to read the same file, while the bytes are still only in the file
+  /// (`/proc/self/fd/N`: a fresh open of the file this object holds, with its own offset, so
+  /// concurrent readers do not disturb one another and a renamed or replaced path does not
+  /// matter). `nil` for bytes in memory. Keep this object alive while the path is in use.
+  public var streamingPath: String? {
+    lock.withLock { memory == nil ? descriptor.map { "/proc/self/fd/\($0)" } : nil }
+  }
+
+  /// The bytes in memory, reading the file the first time.
+  private var storage: UnsafeMutableRawBufferPointer {
+    lock.withLock {
+      if let memory { return memory }
+      let read = Self.read(descriptor ?? -1, upTo: declaredCount)
+      memory = read
+      return read
+    }
+  }
 
   /// Calls `body` with the bytes; the pointer is valid for as long as this object is alive.
   public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     try body(UnsafeRawBufferPointer(storage))
+  }
+
+  /// Calls `body` with at most the first `maxCount` bytes, without reading the rest of a file.
+  public func withUnsafeHead<R>(_ maxCount: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    let inMemory = lock.withLock { memory ?? (descriptor == nil ? UnsafeMutableRawBufferPointer(start: nil, count: 0) : nil) }
+    if let inMemory { return try body(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inMemory).prefix(maxCount))) }
+    let head = Self.read(descriptor ?? -1, upTo: min(maxCount, declaredCount))
+    defer { head.deallocate() }
+    return try body(UnsafeRawBufferPointer(head))
   }
 
   /// The start address, valid for as long as this object is alive (for handing to C libraries
@@ -58,20 +112,37 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   public var data: Data { Data(storage) }
 
   /// The first `n` bytes (fewer when the block is shorter), for sniffing formats.
-  public func prefix(_ n: Int) -> [UInt8] { Array(storage.prefix(n)) }
+  public func prefix(_ n: Int) -> [UInt8] { withUnsafeHead(n) { Array($0) } }
+
+  /// Reads up to `count` bytes from the start of `descriptor` (fewer if the file is shorter or a
+  /// read fails: a decoder then reports the image as truncated).
+  private static func read(_ descriptor: Int32, upTo count: Int) -> UnsafeMutableRawBufferPointer {
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+    var filled = 0
+    while filled < count {
+      let got = pread(descriptor, buffer.baseAddress! + filled, count - filled, off_t(filled))
+      if got < 0, errno == EINTR { continue }
+      if got <= 0 { break }
+      filled += got
+    }
+    return UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled)
+  }
 
   public static func == (lhs: ImageBytes, rhs: ImageBytes) -> Bool {
     guard lhs !== rhs else { return true }
-    guard lhs.count == rhs.count else { return false }
-    guard let left = lhs.storage.baseAddress, let right = rhs.storage.baseAddress else { return true }
-    return memcmp(left, right, lhs.count) == 0
+    let left = lhs.storage
+    let right = rhs.storage
+    guard left.count == right.count else { return false }
+    guard let leftBase = left.baseAddress, let rightBase = right.baseAddress else { return true }
+    return memcmp(leftBase, rightBase, left.count) == 0
   }
 
   /// Hashes the size and the first and last 64 bytes (equality compares every byte).
   public func hash(into hasher: inout Hasher) {
-    hasher.combine(count)
-    hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: storage.prefix(64)))
-    hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: storage.suffix(64)))
+    let bytes = storage
+    hasher.combine(bytes.count)
+    hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes.prefix(64)))
+    hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes.suffix(64)))
   }
 
   public var description: String { "\(count) bytes" }

@@ -64,8 +64,8 @@ extension ImageFormat {
   /// it from damage; checking the declared size first makes "too large" deterministic and stops
   /// before libheif allocates anything.
   public static func declaredHEIFSize(_ bytes: ImageBytes) -> (width: Int, height: Int)? {
-    bytes.withUnsafeBytes { buffer -> (width: Int, height: Int)? in
-      let end = min(buffer.count, 256 * 1024)
+    bytes.withUnsafeHead(256 * 1024) { buffer -> (width: Int, height: Int)? in
+      let end = buffer.count
       guard end >= 20 else { return nil }
       func uint32(_ offset: Int) -> Int {
         Int(buffer[offset]) << 24 | Int(buffer[offset + 1]) << 16 | Int(buffer[offset + 2]) << 8 | Int(buffer[offset + 3])
@@ -93,8 +93,11 @@ extension ImageFormat {
 extension ImageFormat {
   /// The start-of-frame marker of a JPEG (0xC0…0xCF, not 0xC4/0xC8/0xCC), found by walking its
   /// segments up to the first scan; `nil` when there is none before the data ends.
+  ///
+  /// Only the first MiB is read: the frame header follows the metadata segments, each at most
+  /// 64 KiB, so it is found there in any real file (a file's bytes are not all read for this).
   public static func jpegFrameMarker(_ bytes: ImageBytes) -> UInt8? {
-    bytes.withUnsafeBytes { buffer -> UInt8? in
+    bytes.withUnsafeHead(1 << 20) { buffer -> UInt8? in
       var index = 2
       while index + 4 <= buffer.count {
         guard buffer[index] == 0xFF else {

@@ -46,7 +46,8 @@ extension Decoder {
     return VipsImage(taking: out, keepAlive: [])
   }
 
-  /// Runs the format's own loader on the bytes; the image keeps the bytes alive.
+  /// Runs the format's own loader on the bytes (or, for a large local file, on the file itself);
+  /// the image keeps the bytes alive.
   static func load(
     _ format: ImageFormat, from bytes: ImageBytes, failOn: VipsFailOn? = nil, source: ImageSource, shrink: Int = 1,
     scale: Double = 1,
@@ -65,9 +66,15 @@ extension Decoder {
     }
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     Vips.takeWarning()  // forget warnings of earlier work on this thread
-    let status = dr_load_buffer(
-      code, bytes.baseAddress, bytes.count, Int32(shrink), scale, thumbnail ? 1 : 0, failOn ?? strictFailOn(for: format),
-      sequential ? 1 : 0, &out)
+    let failOn = failOn ?? strictFailOn(for: format)
+    let status: Int32
+    if let path = bytes.streamingPath {  // a large local file: the loader reads it in pieces
+      status = dr_load_file(
+        code, path, Int32(shrink), scale, thumbnail ? 1 : 0, failOn, sequential ? 1 : 0, &out)
+    } else {
+      status = dr_load_buffer(
+        code, bytes.baseAddress, bytes.count, Int32(shrink), scale, thumbnail ? 1 : 0, failOn, sequential ? 1 : 0, &out)
+    }
     guard status == 0, let out else {
       let cause = Vips.captureError()
       if cause.text.contains("Unsupported JPEG process") {
