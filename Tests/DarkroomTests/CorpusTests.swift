@@ -65,11 +65,11 @@ struct CorpusTests {
   func corpusFile(_ entry: CorpusEntry) async throws {
     let path = (CorpusEntry.directory as NSString).appendingPathComponent(entry.path)
     let source = ImageSource(path: path)
-    let clock = ContinuousClock()
-    let started = clock.now
-    let result = await Self.strict.run(source, options: RunOptions(timeout: .seconds(30))).result
-    let elapsed = clock.now - started
-    #expect(elapsed < .seconds(30), "took \(elapsed)")
+    // "In time": the file ends by itself, not by the time limit. The limit is generous because it
+    // also covers waiting for a pool thread behind the other files (all start at once; under a
+    // sanitizer on two cores the queue alone can take half a minute).
+    let result = await Self.strict.run(source, options: RunOptions(timeout: .seconds(120))).result
+    if case .failure(let error) = result { #expect(error.code != .timedOut, "\(entry.path) did not end by itself: \(error)") }
 
     switch entry.expected {
     case "decode", "decode-tolerant", "decode-autorotate":

@@ -20,13 +20,12 @@ extension PipelineExecutor {
     _ limit: Duration?, source: String?, what: String = "the operation", _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
     guard let limit else { return try await body() }
-    let race = TimeLimitRace<T>()
+    let expiry = PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source)
+    let race = TimeLimitRace<T>(until: ContinuousClock.now.advanced(by: limit), expiry: expiry)
     let work = Task {
       do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
     }
-    let deadline = DeadlineScheduler.shared.schedule(after: limit) {
-      race.stop(PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source))
-    }
+    let deadline = DeadlineScheduler.shared.schedule(after: limit) { race.stop(expiry) }
     do {
       let value = try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { race.start($0, work: work, deadline: deadline) }
@@ -60,6 +59,15 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
     case stopNow
   }
   private let state = Protected(State())
+  /// When the limit passes, and the error it ends with: work that ends later is over its limit
+  /// even if the scheduler's thread has not fired yet (on a loaded machine it can be late).
+  private let limitEnds: ContinuousClock.Instant
+  private let expiry: any Error
+
+  init(until limitEnds: ContinuousClock.Instant, expiry: any Error) {
+    self.limitEnds = limitEnds
+    self.expiry = expiry
+  }
 
   func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, deadline: DeadlineScheduler.Token) {
     let next = state.withLock { state -> Next in
@@ -92,6 +100,7 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
     let (continuation, deadline, outcome) = state.withLock {
       state -> (CheckedContinuation<T, any Error>?, DeadlineScheduler.Token?, Result<T, any Error>) in
       state.bodyEnded = true
+      if state.stopped == nil, ContinuousClock.now >= limitEnds { state.stopped = expiry }
       let outcome = state.stopped.map { .failure($0) } ?? result
       guard !state.resumed else { return (nil, nil, outcome) }
       guard let continuation = state.continuation else {
