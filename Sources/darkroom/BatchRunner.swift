@@ -118,16 +118,18 @@ struct BatchRunner {
     var finishedCount: Int { lock.withLock { state.done + state.failed } }
     var report: Report { lock.withLock { state } }
 
-    func record(_ outcome: Result<Void, PipelineError>, milliseconds: Double) -> Report {
+    /// Records one source's outcome; returns the counts so far (not the whole report: a copy
+    /// alive while the next source is recorded would make every append copy all durations).
+    func record(_ outcome: Result<Void, PipelineError>, milliseconds: Double) -> (done: Int, failed: Int) {
       lock.withLock {
         if case .failure = outcome { state.failed += 1 } else { state.done += 1 }
         state.durations.append(milliseconds)
-        return state
+        return (state.done, state.failed)
       }
     }
   }
 
-  private func progressLine(_ report: Report, total: Int) -> String {
+  private func progressLine(_ report: (done: Int, failed: Int), total: Int) -> String {
     let finished = report.done + report.failed
     let width = 30
     let filled = total > 0 ? width * finished / total : width
