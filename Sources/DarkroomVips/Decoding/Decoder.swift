@@ -34,6 +34,11 @@ public struct Decoder: Stage {
 
   public static let defaultMaxPixels = 100_000_000
 
+  /// The most bands (channels) per pixel a decoded image may have: grey, RGB, CMYK, each with
+  /// alpha, and a few extra TIFF samples fit; a header declaring hundreds is refused as
+  /// `unsupportedFormat` before any strip is read, since memory grows with bands × width.
+  public static let maxBands = 8
+
   public init(
     maxPixels: Int = Decoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false,
     share: Bool = false
@@ -86,6 +91,14 @@ public struct Decoder: Stage {
     }
     let image = try Decoder.load(format, from: input.bytes, source: input.source)
     try checkPixelLimit(width: image.width, height: image.height, format: format, source: input.source)
+    if image.bands > Decoder.maxBands {
+      // Found by fuzzing: a 173-byte TIFF declaring 65535×900 pixels (inside maxPixels) with 900
+      // samples per pixel made libvips allocate gigabytes for its first strip.
+      throw PipelineError(
+        .unsupportedFormat,
+        "the \(format) image declares \(image.bands) bands (channels) per pixel; images of at most \(Decoder.maxBands) are decoded",
+        source: input.source.description)
+    }
     if format == .tiff, dr_tiff_is_tiled_planar(input.bytes.baseAddress, input.bytes.count) != 0 {
       return (format, try Decoder.loadPlanarTIFF(input, maxPixels: maxPixels))
     }
