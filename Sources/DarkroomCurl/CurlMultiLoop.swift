@@ -17,7 +17,9 @@ final class CurlMultiLoop: @unchecked Sendable {
   // `lock` guards `incoming` and `cancelled`; `active` belongs to the loop thread alone.
   private let lock = NSLock()
   private var incoming: [CurlTransfer] = []
-  private var cancelled: [CurlTransfer] = []
+  /// Transfers to cancel, by id: a cancellation that arrives just after its transfer ended must
+  /// not keep the transfer (and its libcurl handle) alive until the loop next wakes up.
+  private var cancelled: Set<UInt64> = []
   private var limit = 64
   private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 
@@ -53,7 +55,7 @@ final class CurlMultiLoop: @unchecked Sendable {
       }
     } onCancel: {
       transfer.cancel()
-      lock.withLock { cancelled.append(transfer) }
+      lock.withLock { _ = cancelled.insert(transfer.id) }
       if let multi { curl_multi_wakeup(multi) }
     }
   }
@@ -81,14 +83,13 @@ final class CurlMultiLoop: @unchecked Sendable {
       // loop blocks in curl_multi_poll.
       do {
         let running = active.count
-        let (added, removed) = lock.withLock { () -> ([CurlTransfer], [CurlTransfer]) in
+        let (added, removed) = lock.withLock { () -> ([CurlTransfer], Set<UInt64>) in
           let removed = cancelled
           cancelled = []
           // Cancelled transfers still waiting leave the queue at once; the rest start in order
           // while there is room under the limit.
-          let gone = Set(removed.map { ObjectIdentifier($0) })
           incoming.removeAll { transfer in
-            guard gone.contains(ObjectIdentifier(transfer)) else { return false }
+            guard removed.contains(transfer.id) else { return false }
             finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
             return true
           }
@@ -106,9 +107,12 @@ final class CurlMultiLoop: @unchecked Sendable {
             finish(transfer, transfer.outcome(code: CURLE_FAILED_INIT))
           }
         }
-        for transfer in removed where active.removeValue(forKey: transfer.easy) != nil {
-          curl_multi_remove_handle(multi, transfer.easy)
-          finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
+        if !removed.isEmpty {
+          for (easy, transfer) in active where removed.contains(transfer.id) {
+            active.removeValue(forKey: easy)
+            curl_multi_remove_handle(multi, easy)
+            finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
+          }
         }
       }
       resumeReady()

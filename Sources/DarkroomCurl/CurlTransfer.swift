@@ -28,6 +28,9 @@ final class CurlTransfer: @unchecked Sendable {
   private let cancelFlag = Atomic<Bool>(false)
   /// How many transfers (easy handles) exist right now, for leak checks.
   static let live = Atomic<Int>(0)
+  private static let lastID = Atomic<UInt64>(0)
+  /// Names the transfer in the loop's cancellation list, which must not keep it alive.
+  let id = CurlTransfer.lastID.add(1, ordering: .relaxed).newValue
   var continuation: CheckedContinuation<CurlOutcome, Never>?
 
   /// A request body to POST, and its content type.

@@ -94,6 +94,21 @@ struct StreamingDecodeTests {
     #expect(lenient.partial)
   }
 
+  @Test("past maxOpenFiles large files in flight, files are read into memory: descriptors stay bounded")
+  func boundedDescriptors() async throws {
+    let path = try TestImages.write(Self.largeJPEG, named: "many.jpg", in: folder)
+    var held: [FetchedData] = []
+    for _ in 0..<(ImageBytes.maxOpenFiles + 5) { held.append(try await fetch(path)) }
+    #expect(ImageBytes.openFiles <= ImageBytes.maxOpenFiles)
+    #expect(held.filter { $0.bytes.streamingPath != nil }.count <= ImageBytes.maxOpenFiles)
+    let inMemory = try #require(held.last)
+    #expect(inMemory.bytes.streamingPath == nil)
+    #expect(inMemory.bytes == Self.largeJPEG)
+    held.removeAll()
+    #expect(ImageBytes.openFiles == 0)
+    #expect(try await fetch(path).bytes.streamingPath != nil)
+  }
+
   @Test("concurrent decodes of one large file at different sizes do not disturb one another")
   func concurrentReaders() async throws {
     let path = try TestImages.write(Self.largeJPEG, named: "shared.jpg", in: folder)

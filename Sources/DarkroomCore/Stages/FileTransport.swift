@@ -67,10 +67,11 @@ public struct FileTransport: FetchTransport {
         .tooLarge, "\(path) is \(size) bytes, over the limit of \(limits.maxBytes) bytes (maxBytes)", source: shown)
     }
     let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
-    if size >= Self.streamingThreshold {
+    if size >= Self.streamingThreshold, ImageBytes.openFiles < ImageBytes.maxOpenFiles {
       // Large files stay in the file: the decoder reads them a little at a time (a 10000×10000
       // JPEG is ~19 MB that memory never needs to hold). The open descriptor keeps reading the
       // file that was checked, whatever happens to its path; at most `size` bytes are read.
+      // Past `ImageBytes.maxOpenFiles` such files in flight, files are read into memory.
       keepOpen = true
       let bytes = ImageBytes(openFile: descriptor, count: size)
       return FetchedData(

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -45,7 +46,17 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
     memory = nil
     self.descriptor = descriptor
     declaredCount = count
+    Self.openFileCount.add(1, ordering: .relaxed)
   }
+
+  private static let openFileCount = Atomic<Int>(0)
+
+  /// How many `ImageBytes` hold an open file right now. ``FileTransport`` reads files into memory
+  /// instead once ``maxOpenFiles`` do, so thousands of queued loads never exhaust descriptors.
+  public static var openFiles: Int { openFileCount.load(ordering: .relaxed) }
+
+  /// The most file-backed `ImageBytes` the file transport keeps open at once (64).
+  public static let maxOpenFiles = 64
 
   /// Copies bytes from any collection of bytes.
   public convenience init(_ bytes: some Collection<UInt8>) {
@@ -69,7 +80,10 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
 
   deinit {
     memory?.deallocate()
-    if let descriptor { close(descriptor) }
+    if let descriptor {
+      close(descriptor)
+      Self.openFileCount.subtract(1, ordering: .relaxed)
+    }
   }
 
   /// A path a library can open to read the same file, while the bytes are still only in the file
