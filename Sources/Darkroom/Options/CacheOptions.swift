@@ -26,7 +26,7 @@ public struct CacheOptions: StageOptions {
       "Where values are kept: memory (the process's LRU), disk (a directory shared by processes: fetched bytes and encoded images), table (memory-mapped decoded pixels)."
     ),
     OptionSpec(
-      "maxAge", .number(),
+      "maxAge", .number(min: -CacheOptions.maxAgeLimit, max: CacheOptions.maxAgeLimit),
       "Seconds to keep a value: > 0 overrides the response's headers; 0 or absent uses Cache-Control/Expires; < 0 never keeps it in memory."
     ),
     OptionSpec("prefix", .string, default: "", "Separates otherwise equal keys, so several variants of one source can coexist."),
@@ -113,5 +113,11 @@ public struct CacheOptions: StageOptions {
     }
   }
 
-  var duration: Duration? { maxAge.map { .milliseconds(Int(($0 * 1000).rounded())) } }
+  var duration: Duration? {
+    maxAge.map { .milliseconds(Int((min(max($0, -Self.maxAgeLimit), Self.maxAgeLimit) * 1000).rounded())) }
+  }
+
+  /// The largest `maxAge` magnitude accepted: 100 years in seconds. (Found by fuzzing: a
+  /// `maxAge` of 10^100 trapped converting to milliseconds.)
+  public static let maxAgeLimit: Double = 3_153_600_000
 }

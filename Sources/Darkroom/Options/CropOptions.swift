@@ -21,10 +21,12 @@ public struct CropOptions: StageOptions {
     OptionSpec(
       "rect",
       .object([
-        OptionSpec("x", .number(min: 0), required: true, "Left edge."),
-        OptionSpec("y", .number(min: 0), required: true, "Top edge."),
-        OptionSpec("width", .number(min: 0), required: true, "Width (greater than 0)."),
-        OptionSpec("height", .number(min: 0), required: true, "Height (greater than 0)."),
+        // At most 2^31 − 1, the largest coordinate libvips takes (a larger number trapped
+        // converting to Int).
+        OptionSpec("x", .number(min: 0, max: 2_147_483_647), required: true, "Left edge."),
+        OptionSpec("y", .number(min: 0, max: 2_147_483_647), required: true, "Top edge."),
+        OptionSpec("width", .number(min: 0, max: 2_147_483_647), required: true, "Width (greater than 0)."),
+        OptionSpec("height", .number(min: 0, max: 2_147_483_647), required: true, "Height (greater than 0)."),
       ]), "The rectangle to keep, in `unit`s."),
     OptionSpec(
       "unit", .choice(["relative", "pixels"]), default: "relative", "Units of `rect`: fractions 0…1 of the image, or pixels."),
