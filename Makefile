@@ -4,7 +4,7 @@ OUT ?= out
 BENCH_DIR ?= /tmp/darkroom-bench
 SHARED ?= $(abspath ../shared)
 
-.PHONY: deps demo test test-tsan test-asan bench build release validate docs-stages format clean fuzz fuzz-build fuzz-smoke
+.PHONY: deps demo test test-tsan test-asan bench build release link-order validate docs-stages format clean fuzz fuzz-build fuzz-smoke
 
 deps:
 	@scripts/install-deps.sh
@@ -12,10 +12,26 @@ deps:
 build: deps
 	$(SWIFT) build --product darkroom
 
+## release: the runner as it is measured. The Swift runtime and Foundation linked statically (a
+## process starts ~10 ms sooner), by lld with packed relative relocations (DT_RELR) and no exported
+## symbols, and the functions a typical run executes placed together (scripts/link-order.sh, made
+## once per build folder; `make link-order` makes it again): together 58 -> 50 MB peak RSS on case H
+## (Docs/Performance.md#memory).
+LINK_ORDER ?= .build/darkroom-link-order.txt
+RELEASE_FLAGS = -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xswiftc -Xfrontend -Xswiftc -function-sections \
+  -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
+  -Xlinker --symbol-ordering-file=$(CURDIR)/$(LINK_ORDER) -Xlinker --no-warn-symbol-ordering
 release: deps
-	# The Swift runtime and Foundation linked statically: a runner process starts ~10 ms sooner.
-	$(SWIFT) build -c release --static-swift-stdlib --product darkroom
-	$(SWIFT) build -c release --static-swift-stdlib --product darkroom-bench
+	@mkdir -p $(dir $(LINK_ORDER)) && touch $(LINK_ORDER)
+	$(SWIFT) build $(RELEASE_FLAGS) --product darkroom
+	@if [ ! -s $(LINK_ORDER) ]; then \
+	  scripts/install-deps.sh --profile && scripts/link-order.sh .build/release/darkroom $(LINK_ORDER) && \
+	  rm -f .build/release/darkroom && $(SWIFT) build $(RELEASE_FLAGS) --product darkroom; fi
+	$(SWIFT) build $(RELEASE_FLAGS) --product darkroom-bench
+
+link-order:
+	rm -f $(LINK_ORDER)
+	$(MAKE) release
 
 ## demo: runs the runner on the bundled example pipelines and images (offline); outputs in out/
 demo: build

@@ -14,7 +14,7 @@
 usage: bench_memory.py DARKROOM_BINARY [--sizes 1000,10000] [--skip-h]
 Needs the bench images (../shared/bench/make-benchset.sh, run here) and the shared corpus.
 """
-import argparse, os, re, shutil, struct, subprocess, sys, tempfile, time, zlib
+import argparse, json, os, re, shutil, struct, subprocess, sys, tempfile, time, zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -79,11 +79,19 @@ def batch_rows(darkroom, sizes, work):
     return high <= low * 1.10 and all(r[1] == 0 for r in rows)
 
 
-def case_h(darkroom):
+def case_h(darkroom, work):
+    """compare.py case H beside the peers; True when darkroom's peak RSS is at most 1.2x c-libvips'."""
     cmd = f'{darkroom} run {PIPELINE} "$IN" --output "$OUT" --quiet'
     env = dict(os.environ, DARKROOM_BENCH_DIR=BENCH)
+    rows_file = os.path.join(work, 'case-h.json')
     subprocess.run([sys.executable, os.path.join(SHARED, 'bench', 'compare.py'), '--case', 'H', '--rounds', '3',
-                    '--with', f'darkroom={cmd}'], check=True, env=env)
+                    '--with', f'darkroom={cmd}', '--json', rows_file], check=True, env=env)
+    with open(rows_file) as f:
+        rss = {row['label']: row['peak_rss_mb'] for row in json.load(f)['rows']}
+    ratio = rss['darkroom'] / rss['c-libvips']
+    verdict = 'met' if ratio <= 1.2 else 'NOT met'
+    print(f'\ncase H peak RSS {rss["darkroom"]:.0f} MB = {ratio:.2f}x c-libvips (target at most 1.2x: {verdict})')
+    return ratio <= 1.2
 
 
 def hostile_rows(darkroom, work):
@@ -127,7 +135,7 @@ def main():
         ok = batch_rows(a.darkroom, [int(s) for s in a.sizes.split(',')], work)
         ok = hostile_rows(a.darkroom, work) and ok
         if not a.skip_h:
-            case_h(a.darkroom)
+            ok = case_h(a.darkroom, work) and ok
     finally:
         shutil.rmtree(work, ignore_errors=True)
     sys.exit(0 if ok else 1)

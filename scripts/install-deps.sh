@@ -3,6 +3,7 @@
 #   scripts/install-deps.sh           build and test dependencies (libvips-dev, libcurl4-openssl-dev,
 #                                     libsqlite3-dev for the disk cache index, zlib1g-dev for checksums)
 #   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, Pillow)
+#   scripts/install-deps.sh --profile plus valgrind (scripts/link-order.sh profiles the release runner)
 set -euo pipefail
 packages=()
 pkg-config --exists vips 2>/dev/null || packages+=(libvips-dev)
@@ -10,6 +11,9 @@ pkg-config --exists libcurl 2>/dev/null || packages+=(libcurl4-openssl-dev)
 pkg-config --exists sqlite3 2>/dev/null || packages+=(libsqlite3-dev)
 pkg-config --exists zlib 2>/dev/null || packages+=(zlib1g-dev)
 command -v pkg-config >/dev/null || packages+=(pkg-config)
+if [ "${1:-}" = "--profile" ]; then
+  command -v valgrind >/dev/null || packages+=(valgrind)
+fi
 if [ "${1:-}" = "--bench" ]; then
   command -v vipsthumbnail >/dev/null || packages+=(libvips-tools)
   [ -x /usr/bin/convert-im6.q16 ] || [ -x /usr/bin/convert ] && /usr/bin/convert -version 2>/dev/null | grep -q ImageMagick || packages+=(imagemagick)

@@ -78,7 +78,7 @@ struct DiskCacheProcessTests {
     for index in 1..<4 { #expect(try outputs(in: "\(root)/out\(index)") == reference) }
 
     let last = try Runner.run(["run", pipeline, images, "-o", "\(root)/out4", "--cache-dir", root, "--events", "jsonl"])
-    #expect(last.status == 0)
+    #expect(last.status == 0, "\(last.stderr)")
     #expect(try cacheOutcomes(last.stdout) == Array(repeating: "hit", count: 12))
     #expect(!last.stdout.contains("\"stage\":\"decode"))
     #expect(try outputs(in: "\(root)/out4") == reference)
@@ -114,10 +114,10 @@ struct DiskCacheProcessTests {
 
     // A clean run in a fresh cache gives the reference outputs.
     let clean = try Runner.run(["run", pipeline, images, "-o", "\(root)/clean", "--cache-dir", root + "/fresh", "--quiet"])
-    #expect(clean.status == 0)
+    #expect(clean.status == 0, "\(clean.stderr)")
     // The survivor cache serves what it has, recomputes the rest, and every output matches.
     let resumed = try Runner.run(["run", pipeline, images, "-o", "\(root)/resumed", "--cache-dir", root, "--events", "jsonl"])
-    #expect(resumed.status == 0)
+    #expect(resumed.status == 0, "\(resumed.stderr)")
     let outcomes = try cacheOutcomes(resumed.stdout)
     #expect(outcomes.filter { $0 == "hit" }.count >= 5)
     #expect(!outcomes.contains("storeFailed"))
