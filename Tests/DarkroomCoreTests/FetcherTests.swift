@@ -95,6 +95,9 @@ struct NetworkHelperTests {
     #expect(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)) == "Sun, 06 Nov 1994 08:49:37 GMT")
     #expect(HTTPDate.format(Date(timeIntervalSince1970: 1_709_251_199)) == "Thu, 29 Feb 2024 23:59:59 GMT")
     #expect(HTTPDate.parse("yesterday") == nil)
+    // Found by fuzzing: a 15-digit year overflowed the seconds count and trapped.
+    #expect(HTTPDate.parse("Sun, 22 Nov 244444444444026 10:00:00 GMT") == nil)
+    #expect(HTTPDate.parse("Fri, 31 Dec 9999 23:59:59 GMT")?.timeIntervalSince1970 == 253_402_300_799)
   }
 
   @Test("freshness follows Cache-Control, then Expires")

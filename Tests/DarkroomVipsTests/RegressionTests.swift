@@ -81,4 +81,20 @@ struct HeaderCheckTests {
       #expect(error.code == .imageTooLarge)
     }
   }
+
+  @Test("an ispe box declaring two 32-bit sides is refused as too large, not an overflow")
+  func heifSizeOverflow() throws {
+    // Found by fuzzing: comparing 4294967295 × 4294967295 with the largest size so far trapped.
+    var bytes = [UInt8](try TestImages.encoded(.avif(effort: 0), width: 123, height: 45).data)
+    let ispe = try #require((4..<bytes.count - 16).first { Array(bytes[$0..<$0 + 4]) == Array("ispe".utf8) })
+    for offset in ispe + 8..<ispe + 16 { bytes[offset] = 0xFF }
+    let declared = try #require(ImageFormat.declaredHEIFSize(ImageBytes(bytes)))
+    #expect(declared.width == 4_294_967_295 && declared.height == 4_294_967_295)
+    do {
+      _ = try Decoder().decode(FetchedData(source: ImageSource("huge.avif"), bytes: ImageBytes(bytes)))
+      Issue.record("accepted an AVIF declaring 4294967295×4294967295 pixels")
+    } catch {
+      #expect(error.code == .imageTooLarge)
+    }
+  }
 }

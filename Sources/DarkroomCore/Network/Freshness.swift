@@ -86,11 +86,12 @@ public enum HTTPDate {
     return nil
   }
 
-  /// `Sun, 06 Nov 1994 08:49:37 GMT`.
+  /// `Sun, 06 Nov 1994 08:49:37 GMT`. The year has four digits (RFC 9110 `4DIGIT`): a longer one
+  /// overflowed the seconds count (found by fuzzing the HTTP response handling).
   static func parseFixdate(_ text: String) -> Date? {
     let parts = text.split(separator: " ")
     guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT", let day = Int(parts[1]), (1...31).contains(day),
-      let monthIndex = months.firstIndex(of: parts[2].lowercased()), let year = Int(parts[3]), year >= 1970
+      let monthIndex = months.firstIndex(of: parts[2].lowercased()), let year = Int(parts[3]), (1970...9999).contains(year)
     else { return nil }
     let clock = parts[4].split(separator: ":").compactMap { Int($0) }
     guard clock.count == 3, (0...23).contains(clock[0]), (0...59).contains(clock[1]), (0...60).contains(clock[2]) else {

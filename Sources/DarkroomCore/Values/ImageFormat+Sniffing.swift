@@ -79,7 +79,9 @@ extension ImageFormat {
         {
           let width = uint32(index + 8)
           let height = uint32(index + 12)
-          if width > 0, height > 0, width * height > (largest.map { $0.width * $0.height } ?? 0) { largest = (width, height) }
+          // Two 32-bit sides multiply past Int.max (found by fuzzing): compare their product unsigned.
+          func area(_ size: (width: Int, height: Int)) -> UInt64 { UInt64(size.width) * UInt64(size.height) }
+          if width > 0, height > 0, area((width, height)) > largest.map(area) ?? 0 { largest = (width, height) }
           index += 16
         } else {
           index += 1
