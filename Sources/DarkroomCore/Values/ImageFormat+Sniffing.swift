@@ -70,6 +70,8 @@ extension ImageFormat {
       func uint32(_ offset: Int) -> Int {
         Int(buffer[offset]) << 24 | Int(buffer[offset + 1]) << 16 | Int(buffer[offset + 2]) << 8 | Int(buffer[offset + 3])
       }
+      // Two 32-bit sides multiply past Int.max (found by fuzzing): compare their product unsigned.
+      func area(_ size: (width: Int, height: Int)) -> UInt64 { UInt64(size.width) * UInt64(size.height) }
       var largest: (width: Int, height: Int)?
       var index = 4
       // An ispe box: size(4) "ispe" version+flags(4) width(4) height(4).
@@ -79,8 +81,6 @@ extension ImageFormat {
         {
           let width = uint32(index + 8)
           let height = uint32(index + 12)
-          // Two 32-bit sides multiply past Int.max (found by fuzzing): compare their product unsigned.
-          func area(_ size: (width: Int, height: Int)) -> UInt64 { UInt64(size.width) * UInt64(size.height) }
           if width > 0, height > 0, area((width, height)) > largest.map(area) ?? 0 { largest = (width, height) }
           index += 16
         } else {
