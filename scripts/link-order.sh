@@ -6,22 +6,18 @@
 #
 # Why: the kernel maps executable pages 64 KB at a time around each page fault ("fault-around").
 # The ~1.2 MB of code a run executes lies scattered over 20 MB of text, so about 10 MB of it ends
-# up resident. Grouped together it is ~1.5 MB (Docs/Performance.md#memory).
+# up resident; grouped, case H peak RSS drops by ~4 MB (Docs/Performance.md#the-runners-own-pages).
 #
 # How: runs the runner under valgrind's callgrind (which records every function executed) on the
 # bundled example pipelines and images (small and >= 1 MiB files, PNG, JPEG, WebP, crop, fill,
 # variants, a disk cache written then read, an HTTP fetch from a loopback server), then keeps the
-# names of the functions defined in the binary. Without valgrind it writes an empty file: the
-# link then keeps the default order. Everything runs offline.
+# names of the functions defined in the binary. Needs valgrind (scripts/install-deps.sh --profile);
+# fails without it. Everything runs offline.
 set -euo pipefail
 binary=$1
 order=$2
 root="$(cd "$(dirname "$0")/.." && pwd)"
-if ! command -v valgrind >/dev/null; then
-  echo "link-order: valgrind not found; default function order" >&2
-  : >"$order"
-  exit 0
-fi
+command -v valgrind >/dev/null || { echo "link-order: valgrind not found" >&2; exit 1; }
 work=$(mktemp -d)
 server_pid=""
 cleanup() {
@@ -86,13 +82,12 @@ for line in subprocess.run(['nm', '--defined-only', binary], capture_output=True
     parts = line.split()
     if len(parts) == 3 and parts[1] in 'tTwW':
         defined.add(parts[2])
-seen, names = set(), []
+names = {}  # in the order first executed (a dict keeps insertion order)
 for path in profiles:  # callgrind names each function once, the first time: "fn=(id) name"
     for line in open(path, errors='replace'):
         m = re.match(r'^c?fn=\(\d+\) (.+)$', line.rstrip('\n'))
-        if m and m.group(1) in defined and m.group(1) not in seen:
-            seen.add(m.group(1))
-            names.append(m.group(1))
+        if m and m.group(1) in defined:
+            names.setdefault(m.group(1))
 with open(order, 'w') as f:
     f.write(''.join(n + '\n' for n in names))
 print(f'link-order: {len(names)} functions executed by the profiled runs')
