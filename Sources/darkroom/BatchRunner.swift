@@ -26,6 +26,10 @@ struct BatchRunner {
   struct Report {
     var done = 0
     var failed = 0
+    /// Images cancelled by a stopping signal (not counted as failed).
+    var cancelled = 0
+    /// Sources never started because a signal stopped the batch.
+    var notStarted = 0
     var durations: [Double] = []
     var elapsed: Double = 0
 
@@ -37,9 +41,11 @@ struct BatchRunner {
         return String(format: "%.1f ms", sorted[index])
       }
       let rate = elapsed > 0 ? Double(done + failed) / elapsed : 0
+      let stopped =
+        (cancelled > 0 ? ", cancelled \(cancelled)" : "") + (notStarted > 0 ? ", not started \(notStarted)" : "")
       let line = String(
-        format: "done %d, failed %d, %.1f images/s, per image p50 %@, p95 %@, total %.2f s", done, failed, rate, percentile(0.5),
-        percentile(0.95), elapsed)
+        format: "done %d, failed %d%@, %.1f images/s, per image p50 %@, p95 %@, total %.2f s", done, failed, stopped, rate,
+        percentile(0.5), percentile(0.95), elapsed)
       return line + (Self.peakResidentMegabytes.map { ", peak RSS \($0) MB" } ?? "")
     }
 
@@ -55,7 +61,9 @@ struct BatchRunner {
     }
   }
 
-  func run(_ sources: [ImageSource]) async -> Report {
+  /// Runs every source; with `signals`, a first signal starts nothing new and a second cancels what
+  /// is in flight (the report counts what did not start).
+  func run(_ sources: [ImageSource], signals: StopSignals? = nil) async -> Report {
     let tally = Tally()
     let started = ContinuousClock.now
     var configuration = ImageLoader.Configuration()
@@ -69,25 +77,40 @@ struct BatchRunner {
     if let events { configuration.observers.append(events) }
     let loader = ImageLoader(configuration: configuration)
     let total = sources.count
-    await withTaskGroup(of: Void.self) { group in
-      var next = 0
-      while next < total || !group.isEmpty {
-        while next < total, next - tally.finishedCount < inFlight {
-          let source = sources[next]
-          next += 1
-          group.addTask { [self] in
-            await runOne(source, loader: loader, tally: tally, total: total)
+    let work = Task { [self] in
+      await withTaskGroup(of: Void.self) { group in
+        var next = 0
+        func mayStart() -> Bool { next < total && !Task.isCancelled && !(signals?.stopRequested ?? false) }
+        while mayStart() || !group.isEmpty {
+          while mayStart(), next - tally.finishedCount < inFlight {
+            // A stalled reader of --events holds the batch back instead of the events piling up.
+            await events?.waitUntilPending(below: Self.maxPendingEvents)
+            guard mayStart() else { break }
+            let source = sources[next]
+            next += 1
+            group.addTask { [self] in
+              await runOne(source, loader: loader, tally: tally, total: total)
+            }
           }
+          await group.next()
         }
-        await group.next()
+        tally.setNotStarted(total - next)
       }
     }
-    await events?.close()
+    signals?.onCancel { work.cancel() }
+    await work.value
+    // After a cancelling signal, events still queued for a reader that may never read them are
+    // dropped rather than waited for.
+    if !work.isCancelled { await events?.close() }
     if showProgress { Terminal.status("") }
     var report = tally.report
     report.elapsed = (ContinuousClock.now - started).milliseconds / 1000
     return report
   }
+
+  /// Events queued for `--events` beyond which no new image starts (a few per image in flight
+  /// come on top).
+  static let maxPendingEvents = 1_000
 
   private func runOne(_ source: ImageSource, loader: ImageLoader, tally: Tally, total: Int) async {
     let clock = ContinuousClock()
@@ -99,13 +122,17 @@ struct BatchRunner {
       return loader.load(source, pipeline: variant.pipeline, options: options)
     }
     var outcome: Result<Void, PipelineError> = .success(())
-    for operation in operations {
-      if case .failure(let error) = await operation.result, case .success = outcome { outcome = .failure(error) }
+    await withTaskCancellationHandler {
+      for operation in operations {
+        if case .failure(let error) = await operation.result, case .success = outcome { outcome = .failure(error) }
+      }
+    } onCancel: {
+      for operation in operations { operation.cancel() }
     }
     let snapshot = tally.record(outcome, milliseconds: (clock.now - begin).milliseconds)
-    if case .failure(let error) = outcome, !emitEvents {
+    if case .failure(let error) = outcome, error.code != .cancelled, !emitEvents {
       if showProgress { Terminal.status("") }
-      Terminal.error("failed: \(source): \(error.code): \(error.message)")
+      Terminal.error("failed: \(Terminal.printable(source.description)): \(error.code): \(Terminal.printable(error.message))")
     }
     if showProgress { Terminal.status(progressLine(snapshot, total: total)) }
   }
@@ -115,18 +142,24 @@ struct BatchRunner {
     private let lock = NSLock()  // an NSLock, not a Mutex: ThreadSanitizer sees through it
     private var state = Report()  // guarded by `lock`
 
-    var finishedCount: Int { lock.withLock { state.done + state.failed } }
+    var finishedCount: Int { lock.withLock { state.done + state.failed + state.cancelled } }
     var report: Report { lock.withLock { state } }
 
     /// Records one source's outcome; returns the counts so far (not the whole report: a copy
     /// alive while the next source is recorded would make every append copy all durations).
     func record(_ outcome: Result<Void, PipelineError>, milliseconds: Double) -> (done: Int, failed: Int) {
       lock.withLock {
-        if case .failure = outcome { state.failed += 1 } else { state.done += 1 }
+        switch outcome {
+        case .success: state.done += 1
+        case .failure(let error) where error.code == .cancelled: state.cancelled += 1
+        case .failure: state.failed += 1
+        }
         state.durations.append(milliseconds)
-        return (state.done, state.failed)
+        return (state.done + state.cancelled, state.failed)
       }
     }
+
+    func setNotStarted(_ count: Int) { lock.withLock { state.notStarted = count } }
   }
 
   private func progressLine(_ report: (done: Int, failed: Int), total: Int) -> String {

@@ -30,6 +30,7 @@ struct DarkroomCommand: AsyncParsableCommand {
         _ = unsafeBitCast(symbol, to: Mallopt.self)(arenaMaxParameter, 2)
       }
     #endif
+    Terminal.ignoreBrokenPipes()
     do {
       var command = try parseAsRoot()
       if var asyncCommand = command as? any AsyncParsableCommand {

@@ -22,13 +22,13 @@ struct RunCommand: AsyncParsableCommand {
   @Option(help: "A file listing inputs, one URL or path per line ('-' for standard input).")
   var inputList: String?
 
-  @Option(help: "How many HTTP transfers run at once (default 8), apart from --jobs.")
+  @Option(help: "How many HTTP transfers run at once (1 to 1024, default 8), apart from --jobs.")
   var fetchConcurrency: Int = 8
 
   @Option(name: .shortAndLong, help: "The output directory.")
   var output: String = "out"
 
-  @Option(name: .shortAndLong, help: "How many images to process at once (default: the number of cores).")
+  @Option(name: .shortAndLong, help: "How many images to process at once (1 to 256, default: the number of cores).")
   var jobs: Int?
 
   @Option(help: "Event output: 'jsonl' writes one JSON object per event to stdout.")
@@ -40,18 +40,19 @@ struct RunCommand: AsyncParsableCommand {
   @Option(help: "Where cache stages keep disk stores and image tables whose directory is relative or unset.")
   var cacheDir: String?
 
-  @Option(help: "Time limit per image, in seconds.")
+  @Option(help: "Time limit per image, in seconds (0.000001 to 86400).")
   var timeout: Double = 60
 
   @Option(
     name: .customLong("stage-timeout"),
     help: ArgumentHelp(
-      "Time limit for stages of one kind, as KIND=SECONDS (repeatable), e.g. fetch=10.", valueName: "kind=seconds"))
+      "Time limit for stages of one kind, as KIND=SECONDS (repeatable; 0.000001 to 86400 seconds), e.g. fetch=10.",
+      valueName: "kind=seconds"))
   var stageTimeouts: [String] = []
 
   @Option(
     help:
-      "Threads libvips uses inside one image (default 1; the runner parallelises across images). More than 1 makes strict detection of damaged JPEGs unreliable on libvips 8.14."
+      "Threads libvips uses inside one image (1 to 64, default 1; the runner parallelises across images). More than 1 makes strict detection of damaged JPEGs unreliable on libvips 8.14."
   )
   var vipsThreads: Int = 1
 
@@ -66,13 +67,33 @@ struct RunCommand: AsyncParsableCommand {
 
   enum EventsFormat: String, ExpressibleByArgument { case jsonl }
 
+  /// The bounds of the number options: every value is checked before any arithmetic on it.
+  enum Bounds {
+    static let jobs = 1...256
+    static let fetchConcurrency = 1...1024
+    static let vipsThreads = 1...64
+    /// Seconds, for --timeout and --stage-timeout: a microsecond up to a day.
+    static let seconds = 0.000_001...86_400.0
+
+    /// `seconds` (in `Bounds.seconds`) as a duration, to the microsecond.
+    static func duration(_ seconds: Double) -> Duration { .microseconds(Int64((seconds * 1_000_000).rounded())) }
+  }
+
   func validate() throws {
-    if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1, got \(jobs)") }
-    if fetchConcurrency < 1 { throw ValidationError("--fetch-concurrency must be at least 1, got \(fetchConcurrency)") }
+    if let jobs { try Self.check("--jobs", jobs, Bounds.jobs) }
+    try Self.check("--fetch-concurrency", fetchConcurrency, Bounds.fetchConcurrency)
+    try Self.check("--vips-threads", vipsThreads, Bounds.vipsThreads)
     if inputs.isEmpty && inputList == nil { throw ValidationError("give inputs, or --input-list FILE") }
-    if timeout <= 0 { throw ValidationError("--timeout must be positive, got \(timeout)") }
+    guard Bounds.seconds.contains(timeout) else {  // NaN is in no range
+      throw ValidationError("--timeout takes seconds from 0.000001 to 86400 (a day), got \(timeout)")
+    }
     _ = try parsedStageTimeouts()
-    if vipsThreads < 1 { throw ValidationError("--vips-threads must be at least 1") }
+  }
+
+  static func check(_ name: String, _ value: Int, _ range: ClosedRange<Int>) throws {
+    guard range.contains(value) else {
+      throw ValidationError("\(name) takes \(range.lowerBound) to \(range.upperBound), got \(value)")
+    }
   }
 
   /// `--stage-timeout fetch=10` as stage kind → duration.
@@ -80,10 +101,12 @@ struct RunCommand: AsyncParsableCommand {
     var limits: [String: Duration] = [:]
     for item in stageTimeouts {
       let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
-      guard parts.count == 2, !parts[0].isEmpty, let seconds = Double(parts[1]), seconds > 0, seconds.isFinite else {
-        throw ValidationError("--stage-timeout takes KIND=SECONDS with SECONDS > 0, e.g. fetch=10; got \"\(item)\"")
+      guard parts.count == 2, !parts[0].isEmpty, let seconds = Double(parts[1]), Bounds.seconds.contains(seconds) else {
+        throw ValidationError(
+          "--stage-timeout takes KIND=SECONDS with SECONDS from 0.000001 to 86400 (a day), e.g. fetch=10; got \"\(Terminal.printable(item))\""
+        )
       }
-      limits[parts[0]] = .milliseconds(Int((seconds * 1000).rounded()))
+      limits[parts[0]] = Bounds.duration(seconds)
     }
     return limits
   }
@@ -169,9 +192,19 @@ struct RunCommand: AsyncParsableCommand {
     if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
     let runner = BatchRunner(
       variants: variants, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
-      timeout: .milliseconds(Int(timeout * 1000)), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
+      timeout: Bounds.duration(timeout), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
-    let report = await runner.run(sources)
+    // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
+    // cancelled; the summary says what was done, failed, cancelled and not started.
+    let signals = StopSignals()
+    let report = await runner.run(sources, signals: signals)
+    if let status = signals.exitStatus {
+      AtomicFile.removeTemporaries()
+      if !signals.cancelRequested { await Notifiers.shared.closeAll() }
+      if !quiet { Terminal.error(report.summary) }
+      throw ExitCode(status)
+    }
+    signals.stop()
     // Notify stages' sinks deliver what they still hold (a webhook's retries) before exiting.
     await Notifiers.shared.closeAll()
     if !quiet { Terminal.error(report.summary) }

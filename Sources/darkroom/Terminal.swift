@@ -1,31 +1,65 @@
+import DarkroomCore
 import Foundation
 
 #if canImport(Glibc)
   import Glibc
 #endif
 
-/// Serialised writes to stdout and stderr.
+/// Serialised writes to stdout and stderr that never stop the runner.
+///
+/// Lines are written with `write(2)`, not `FileHandle.write`, which traps when the write fails: a
+/// closed stderr, a log on a full disk or a reader that went away (`| head`) loses the line, never
+/// the batch. `SIGPIPE` is ignored (``ignoreBrokenPipes()``), so a closed pipe is an `EPIPE` error
+/// here instead of a signal that ends the process. Control characters that come from outside (file
+/// names, URLs, response headers inside error messages) are shown escaped, so they cannot move the
+/// cursor, retitle the terminal or forge lines.
 enum Terminal {
   private static let lock = NSLock()  // an NSLock: ThreadSanitizer sees through it
 
+  /// Whether stdout has failed (a closed pipe, a full disk): later output to it is dropped.
+  nonisolated(unsafe) private static var stdoutFailed = false  // guarded by `lock`
+
   static func out(_ line: String) {
     lock.withLock {
-      FileHandle.standardOutput.write(Data((line + "\n").utf8))
+      guard !stdoutFailed else { return }
+      if DescriptorWriter.writeAll(1, Array((printable(line, keepingNewlines: true) + "\n").utf8)) != nil { stdoutFailed = true }
     }
   }
 
   static func error(_ line: String) {
-    lock.withLock {
-      FileHandle.standardError.write(Data((line + "\n").utf8))
-    }
+    lock.withLock { _ = DescriptorWriter.writeAll(2, Array((printable(line, keepingNewlines: true) + "\n").utf8)) }
   }
 
   /// Rewrites the current stderr line (progress bars).
   static func status(_ line: String) {
-    lock.withLock {
-      FileHandle.standardError.write(Data(("\r\u{1B}[2K" + line).utf8))
-    }
+    lock.withLock { _ = DescriptorWriter.writeAll(2, Array(("\r\u{1B}[2K" + printable(line)).utf8)) }
   }
 
   static var stderrIsTerminal: Bool { isatty(2) == 1 }
+
+  /// Makes a write to a closed pipe fail with `EPIPE` instead of killing the process; called once
+  /// at start.
+  static func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }
+
+  /// `text` with every control character (C0, DEL, C1, and the bidirectional overrides) shown as
+  /// `\u{…}`; newlines and tabs stay when `keepingNewlines` is set (the runner's own multi-line
+  /// messages; values from outside are passed through `printable` without it first).
+  static func printable(_ text: String, keepingNewlines: Bool = false) -> String {
+    var result = ""
+    result.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+    for scalar in text.unicodeScalars {
+      let value = scalar.value
+      let control =
+        value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value)
+        || (0x2066...0x2069).contains(value)
+      if keepingNewlines, scalar == "\n" || scalar == "\t" {
+        result.unicodeScalars.append(scalar)
+      } else if control {
+        result += "\\u{\(String(value, radix: 16))}"
+      } else {
+        result.unicodeScalars.append(scalar)
+      }
+    }
+    return result
+  }
 }

@@ -86,6 +86,23 @@ struct NetworkHelperTests {
     #expect(!AddressRange.nonPublic.contains { $0.contains([93, 184, 216, 34]) })
   }
 
+  @Test("every IPv6 form that embeds an IPv4 address is non-public unless it is the mapped one of a public address")
+  func embeddedIPv4() throws {
+    func nonPublic(_ text: String) throws -> Bool {
+      let address = try #require(AddressRange.parseAddress(text), "\(text) parses")
+      return AddressRange.nonPublic.contains { $0.contains(address) }
+    }
+    for v4 in ["127.0.0.1", "10.1.2.3", "169.254.169.254", "93.184.216.34", "8.8.8.8", "0.0.0.1"] {
+      #expect(try nonPublic("::\(v4)"), "IPv4-compatible ::\(v4)")
+      #expect(try nonPublic("::ffff:0:\(v4)"), "IPv4-translated ::ffff:0:\(v4)")
+      #expect(try nonPublic("64:ff9b::\(v4)"), "NAT64 64:ff9b::\(v4)")
+    }
+    // The mapped form is the IPv4 address itself: private is refused, public is not.
+    #expect(try nonPublic("::ffff:127.0.0.1"))
+    #expect(try !nonPublic("::ffff:93.184.216.34"))
+    #expect(try !nonPublic("2606:2800:220:1:248:1893:25c8:1946"))
+  }
+
   @Test("HTTP dates round-trip and parse the obsolete forms")
   func httpDates() {
     let date = HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")

@@ -108,6 +108,31 @@ struct PipelineDefinitionTests {
     #expect(found.contains { $0.hasPrefix(#"stages[1].stage: unknown stage kind "sharpen""#) })
   }
 
+  @Test("a definition is bounded: at most maxStages stages (shared ones included) and maxVariants variants")
+  func boundedDefinitions() throws {
+    let stage = #"{"stage": "resize", "width": 64}"#
+    func pipeline(_ shared: Int, variants: Int = 0, own: Int = 1) -> String {
+      let prefix = [#"{"stage": "fetch"}"#, #"{"stage": "decode"}"#] + Array(repeating: stage, count: max(0, shared - 2))
+      guard variants > 0 else { return stages(prefix.joined(separator: ", ")) }
+      let ownStages = (Array(repeating: stage, count: own - 1) + [#"{"stage": "encode", "format": "png"}"#]).joined(
+        separator: ", ")
+      let list = (0..<variants).map { #"{"name": "v\#($0)", "stages": [\#(ownStages)]}"# }.joined(separator: ", ")
+      return #"{"version": 1, "name": "t", "stages": [\#(prefix.joined(separator: ", "))], "variants": [\#(list)]}"#
+    }
+    let most = PipelineDefinition.maxStages
+    #expect(problems(pipeline(most)).isEmpty)
+    #expect(problems(pipeline(most + 1)).contains { $0.hasPrefix("stages: \(most + 1) stages; a pipeline has at most \(most)") })
+    #expect(problems(pipeline(2, variants: PipelineDefinition.maxVariants, own: most - 2)).isEmpty)
+    #expect(
+      problems(pipeline(2, variants: PipelineDefinition.maxVariants + 1)).contains {
+        $0.hasPrefix("variants: \(PipelineDefinition.maxVariants + 1) variants")
+      })
+    #expect(problems(pipeline(3, variants: 1, own: most - 2)).contains { $0.hasPrefix("variants[0].stages: 3 shared and") })
+    // A file of 100,000 stages is refused at once, before any stage is built.
+    let huge = stages(Array(repeating: #"{"stage": "fetch"}"#, count: 100_000).joined(separator: ","))
+    #expect(problems(huge) == ["stages: 100000 stages; a pipeline has at most \(most): split the work into several pipelines"])
+  }
+
   @Test func malformedJSONSaysWhere() {
     #expect(
       problems("{\n  \"version\": 1,\n  \"stages\": [\n    {\"stage\": \"fetch\",}\n  ]\n}") == [

@@ -152,6 +152,21 @@ struct HTTPTransportTests {
     #expect(await cidr.fetch(server.url("/a.jpg")).data != nil)
   }
 
+  @Test("the SSRF guard refuses IPv6 forms that embed an IPv4 address: compatible, translated, NAT64, also on a redirect")
+  func ssrfGuardEmbeddedIPv4() async throws {
+    let embedded = ["[::127.0.0.1]", "[::ffff:0:127.0.0.1]", "[::a9fe:a9fe]", "[::ffff:0:a9fe:a9fe]", "[64:ff9b::7f00:1]"]
+    let server = try await TestHTTPServer.start(
+      routes: Dictionary(
+        uniqueKeysWithValues: embedded.enumerated().map { ("/to-\($0.offset)", .redirect(to: "http://\($0.element):9/x.jpg")) }))
+    defer { Task { try? await server.shutdown() } }
+    let open = HTTPHarness { $0.retries = 0 }
+    for (index, host) in embedded.enumerated() {
+      let direct = await open.fetch("http://\(host):9/x.jpg")
+      #expect(direct.errorCode == .forbiddenDestination, "\(host): \(direct)")
+      #expect(await open.fetch(server.url("/to-\(index)")).errorCode == .forbiddenDestination, "redirect to \(host)")
+    }
+  }
+
   @Test("broken transfers: truncated body, reset, slow headers, trickle")
   func brokenTransfers() async throws {
     let server = try await TestHTTPServer.start(routes: [

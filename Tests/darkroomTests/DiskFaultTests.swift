@@ -15,29 +15,9 @@ enum MountNamespace {
   /// Runs `script` with `sh -e` in a new mount namespace, with `$DARKROOM` (the runner) and
   /// `$WORK` set, from the package folder.
   static func run(_ script: String, work: String) throws -> Runner.Result {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-    process.arguments = ["--mount", "--propagation", "private", "--", "/bin/sh", "-ec", script]
-    process.environment = ProcessInfo.processInfo.environment.merging(
-      ["DARKROOM": Runner.executable, "WORK": work], uniquingKeysWith: { $1 })
-    process.currentDirectoryURL = Runner.package
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let errData = Locked<Data>(Data())
-    let readerDone = DispatchSemaphore(value: 0)
-    Thread {
-      errData.set(err.fileHandleForReading.readDataToEndOfFile())
-      readerDone.signal()
-    }.start()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    readerDone.wait()
-    return Runner.Result(
-      status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-      stderr: String(decoding: errData.value, as: UTF8.self))
+    try Runner.capture(
+      executable: "/usr/bin/unshare", arguments: ["--mount", "--propagation", "private", "--", "/bin/sh", "-ec", script],
+      environment: ["DARKROOM": Runner.executable, "WORK": work])
   }
 
   /// The JSON Lines a run wrote, parsed.

@@ -25,9 +25,17 @@ struct Runner {
   }
 
   static func run(_ arguments: [String]) throws -> Result {
+    try capture(executable: executable, arguments: arguments)
+  }
+
+  /// Runs a program from the package folder and collects its exit status and both outputs.
+  static func capture(executable: String, arguments: [String], environment: [String: String] = [:]) throws -> Result {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    if !environment.isEmpty {
+      process.environment = ProcessInfo.processInfo.environment.merging(environment, uniquingKeysWith: { $1 })
+    }
     process.currentDirectoryURL = package
     let out = Pipe()
     let err = Pipe()

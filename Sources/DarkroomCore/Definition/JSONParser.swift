@@ -196,15 +196,29 @@ public enum JSONParser {
           case UInt8(ascii: "r"): result += "\r"
           case UInt8(ascii: "t"): result += "\t"
           case UInt8(ascii: "u"):
+            let escapeStart = index - 2
             var code = try hex4()
-            if (0xD800..<0xDC00).contains(code), index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
-              bytes[index + 1] == UInt8(ascii: "u")
-            {
+            if (0xDC00..<0xE000).contains(code) {
+              throw failure("invalid \\u escape: a low surrogate (\\u\(hex(code))) without a high one before it", at: escapeStart)
+            }
+            if (0xD800..<0xDC00).contains(code) {
+              // A high surrogate must be followed by an escaped low surrogate (U+DC00...U+DFFF).
+              guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                throw failure("invalid \\u escape: a high surrogate (\\u\(hex(code))) not followed by a low one", at: escapeStart)
+              }
               index += 2
               let low = try hex4()
+              guard (0xDC00..<0xE000).contains(low) else {
+                throw failure(
+                  "invalid \\u escape: a high surrogate (\\u\(hex(code))) followed by \\u\(hex(low)), not a low surrogate",
+                  at: escapeStart)
+              }
               code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
             }
-            result.unicodeScalars.append(Unicode.Scalar(code) ?? "\u{FFFD}")
+            guard let scalar = Unicode.Scalar(code) else {
+              throw failure("invalid \\u escape: U+\(hex(code)) is not a Unicode scalar", at: escapeStart)
+            }
+            result.unicodeScalars.append(scalar)
           default: throw failure("invalid escape '\\\(Character(Unicode.Scalar(escape)))' in a string", at: index - 2)
           }
           chunkStart = index
@@ -215,13 +229,27 @@ public enum JSONParser {
       throw failure("a string is not closed with '\"'", at: start)
     }
 
+    /// Four hex digits (only digits: `UInt32(_:radix:)` alone would also take a sign).
     mutating func hex4() throws(PipelineError) -> UInt32 {
-      guard index + 4 <= bytes.count, let code = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16)
-      else {
-        throw failure("invalid \\u escape: expected four hex digits")
+      guard index + 4 <= bytes.count else { throw failure("invalid \\u escape: expected four hex digits") }
+      var code: UInt32 = 0
+      for byte in bytes[index..<index + 4] {
+        let digit: UInt8
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+        default: throw failure("invalid \\u escape: expected four hex digits")
+        }
+        code = code << 4 | UInt32(digit)
       }
       index += 4
       return code
+    }
+
+    func hex(_ code: UInt32) -> String {
+      let digits = String(code, radix: 16, uppercase: true)
+      return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 
     mutating func parseNumber() throws(PipelineError) -> JSONValue {

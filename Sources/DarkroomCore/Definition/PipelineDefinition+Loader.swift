@@ -52,6 +52,12 @@ extension PipelineDefinition {
         issue("stages", "expected a non-empty array of stage objects, got \(stagesValue)")
         return nil
       }
+      guard items.count <= PipelineDefinition.maxStages else {
+        issue(
+          "stages",
+          "\(items.count) stages; a pipeline has at most \(PipelineDefinition.maxStages): split the work into several pipelines")
+        return nil
+      }
       let stages = buildStages(items, path: "stages", after: [])
       guard let variantsValue = document["variants"] else {
         checkNeighbours(stages)
@@ -88,6 +94,13 @@ extension PipelineDefinition {
         issue("variants", "expected a non-empty array like [{\"name\": \"small\", \"stages\": [...]}], got \(value)")
         return []
       }
+      guard items.count <= PipelineDefinition.maxVariants else {
+        issue(
+          "variants",
+          "\(items.count) variants; a pipeline has at most \(PipelineDefinition.maxVariants): split them over several pipeline files"
+        )
+        return []
+      }
       var built: [(name: String, stages: [AnyStage])] = []
       var names: Set<String> = []
       for (index, item) in items.enumerated() {
@@ -109,6 +122,13 @@ extension PipelineDefinition {
         if !names.insert(name).inserted { issue("\(path).name", "the variant name \"\(name)\" is used twice") }
         guard case .array(let stageItems)? = item["stages"], !stageItems.isEmpty else {
           issue("\(path).stages", "expected a non-empty array of the variant's stages")
+          continue
+        }
+        guard prefix.count + stageItems.count <= PipelineDefinition.maxStages else {
+          issue(
+            "\(path).stages",
+            "\(prefix.count) shared and \(stageItems.count) own stages; a variant has at most \(PipelineDefinition.maxStages) in all"
+          )
           continue
         }
         let own = buildStages(stageItems, path: "\(path).stages", after: prefix)

@@ -17,6 +17,10 @@ public enum PipelineDefinition {
   public static let supportedVersions = [1]
   /// Keys allowed at the top of a definition.
   public static let rootKeys = ["version", "name", "description", "fusion", "stages", "variants"]
+  /// The most stages a pipeline (or a variant, its shared stages included) may have.
+  public static let maxStages = 64
+  /// The most variants a pipeline file may declare.
+  public static let maxVariants = 64
   /// The largest definition file accepted.
   public static let maxFileBytes = 1 << 20
 

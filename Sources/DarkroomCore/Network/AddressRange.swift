@@ -60,13 +60,17 @@ public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// Loopback, private, link-local, carrier-grade NAT, multicast, reserved and documentation
-  /// ranges, IPv4 and IPv6.
+  /// ranges, IPv4 and IPv6. IPv6 forms that embed an IPv4 address other than the mapped one
+  /// (which is compared as IPv4) are refused whole: IPv4-compatible `::a.b.c.d` (`::/96`),
+  /// IPv4-translated `::ffff:0:a.b.c.d` (`::ffff:0:0:0/96`), NAT64 (`64:ff9b::/96`), 6to4 and
+  /// Teredo, since what they reach depends on the network's translators.
   public static let nonPublic: [AddressRange] =
     ([
       "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
       "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
       "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
-      "::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "2001::/32", "2002::/16", "100::/64", "2001:db8::/32", "fc00::/7",
+      "::/128", "::1/128", "::/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "2001::/32", "2002::/16", "100::/64",
+      "2001:db8::/32", "fc00::/7",
       "fe80::/10", "ff00::/8",
     ] as [String]).compactMap { AddressRange($0) }
 

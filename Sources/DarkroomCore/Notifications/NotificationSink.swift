@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Where notifications go: observers in the process, a stream, JSON Lines, a webhook, swift-log,
 /// swift-metrics, or anything a user writes.
 ///
@@ -64,6 +68,13 @@ public final class StreamSink: NotificationSink {
 
 /// Writes each notification as one line of JSON to standard output or a file (appended).
 ///
+/// Lines are written by one thread of the sink's own, never on the cooperative pool, so a reader
+/// that stops reading stalls only that thread (the ``Notifier`` counts what waits; a producer
+/// bounds it with ``Notifier/waitUntilPending(below:)``). The first failed write (a closed pipe
+/// under `| head`, a full disk) ends the output: that delivery and every later one fail with
+/// `notifyFailed`, and nothing else is affected. `SIGPIPE` must be ignored by the process for a
+/// closed pipe to be an error rather than a signal (the runner ignores it).
+///
 /// ```swift
 /// let sink = try JSONLinesSink(path: "/var/log/darkroom/loads.jsonl")
 /// ```
@@ -71,7 +82,9 @@ public final class JSONLinesSink: NotificationSink, @unchecked Sendable {
   public let name = "jsonl"
   private let handle: FileHandle
   private let closesHandle: Bool
+  private let queue = DispatchQueue(label: "darkroom.jsonl-sink")
   private let lock = NSLock()
+  private var failure: String?  // guarded by `lock`: why the output ended
 
   /// Standard output.
   public static var standardOutput: JSONLinesSink { JSONLinesSink(handle: .standardOutput, closesHandle: false) }
@@ -88,7 +101,7 @@ public final class JSONLinesSink: NotificationSink, @unchecked Sendable {
     guard let handle = FileHandle(forWritingAtPath: path) else {
       throw PipelineError(.writeFailed, "cannot open the notification log \(path) for writing")
     }
-    handle.seekToEndOfFile()
+    _ = try? handle.seekToEnd()
     self.init(handle: handle, closesHandle: true)
   }
 
@@ -98,14 +111,32 @@ public final class JSONLinesSink: NotificationSink, @unchecked Sendable {
   }
 
   public func deliver(_ notification: LoadNotification) async throws {
-    var line = try notification.jsonLine()
-    line.append(0x0A)
-    try lock.withLock { try handle.write(contentsOf: line) }
+    var text = try notification.jsonLine()
+    text.append(0x0A)
+    let line = text
+    let descriptor = handle.fileDescriptor
+    let result: String? = await withCheckedContinuation { continuation in
+      queue.async { [self] in
+        if let failure = lock.withLock({ failure }) {
+          continuation.resume(returning: failure)
+          return
+        }
+        let reason = DescriptorWriter.writeAll(descriptor, line).map { String(cString: strerror($0)) }
+        if let reason { lock.withLock { failure = reason } }
+        continuation.resume(returning: reason)
+      }
+    }
+    if let result {
+      throw PipelineError(.notifyFailed, "the JSON Lines output ended: \(result); later events are dropped")
+    }
   }
 
   public func close() async {
-    lock.withLock {
-      if closesHandle { try? handle.close() }
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      queue.async { [self] in
+        if closesHandle { try? handle.close() }
+        continuation.resume()
+      }
     }
   }
 }

@@ -26,12 +26,14 @@ public final class Notifier: OperationObserver, Sendable {
     public var lastError: String?
   }
 
-  /// One sink's queue: counts what is posted and not yet handled, and wakes ``flush()`` waiters.
+  /// One sink's queue: counts what is posted and not yet handled, and wakes the tasks waiting for
+  /// it to shrink (``flush()``, ``waitUntilPending(below:)``).
   private final class Counters: @unchecked Sendable {
     private let lock = NSLock()
     private var statistics = Statistics()  // guarded by `lock`
     private var pending = 0  // guarded by `lock`
-    private var idleWaiters: [CheckedContinuation<Void, Never>] = []  // guarded by `lock`
+    private var waiters: [Int: (limit: Int, continuation: CheckedContinuation<Void, Never>)] = [:]  // guarded by `lock`
+    private var nextWaiter = 0  // guarded by `lock`
 
     var snapshot: Statistics { lock.withLock { statistics } }
 
@@ -43,7 +45,7 @@ public final class Notifier: OperationObserver, Sendable {
     }
 
     func handled(_ error: (any Error)?) {
-      let idle = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+      let woken = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
         if let error {
           statistics.failed += 1
           statistics.lastError = (error as? PipelineError)?.message ?? "\(error)"
@@ -51,34 +53,51 @@ public final class Notifier: OperationObserver, Sendable {
           statistics.delivered += 1
         }
         pending -= 1
-        guard pending == 0 else { return [] }
-        defer { idleWaiters = [] }
-        return idleWaiters
+        return wakeable()
       }
-      for waiter in idle { waiter.resume() }
+      for waiter in woken { waiter.resume() }
     }
 
     func dropped() {
-      let idle = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+      let woken = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
         statistics.posted -= 1
         pending -= 1
-        guard pending == 0 else { return [] }
-        defer { idleWaiters = [] }
-        return idleWaiters
+        return wakeable()
       }
-      for waiter in idle { waiter.resume() }
+      for waiter in woken { waiter.resume() }
     }
 
-    func drained() async {
-      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let done = lock.withLock { () -> Bool in
-          if pending == 0 { return true }
-          idleWaiters.append(continuation)
-          return false
+    /// Removes and returns the waiters whose limit `pending` is now below (`lock` held).
+    private func wakeable() -> [CheckedContinuation<Void, Never>] {
+      var woken: [CheckedContinuation<Void, Never>] = []
+      for (id, waiter) in waiters where pending < waiter.limit {
+        woken.append(waiter.continuation)
+        waiters[id] = nil
+      }
+      return woken
+    }
+
+    /// Returns once fewer than `limit` notifications are pending, or the task is cancelled.
+    func waitUntilPending(below limit: Int) async {
+      let id = lock.withLock { () -> Int in
+        nextWaiter += 1
+        return nextWaiter
+      }
+      await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+          let ready = lock.withLock { () -> Bool in
+            if pending < limit || Task.isCancelled { return true }
+            waiters[id] = (limit, continuation)
+            return false
+          }
+          if ready { continuation.resume() }
         }
-        if done { continuation.resume() }
+      } onCancel: {
+        lock.withLock { waiters.removeValue(forKey: id) }?.continuation.resume()
       }
     }
+
+    func drained() async { await waitUntilPending(below: 1) }
   }
 
   private final class Lane: Sendable {
@@ -135,6 +154,18 @@ public final class Notifier: OperationObserver, Sendable {
   /// Queues `notification` for every sink and returns at once.
   public func post(_ notification: LoadNotification) {
     for lane in lanes { lane.post(notification) }
+  }
+
+  /// Returns once every sink has fewer than `limit` notifications waiting to be delivered: a
+  /// producer that awaits this before posting more keeps the queue bounded when a sink stalls
+  /// (a reader of `--events jsonl` that stopped reading). Cancelling the task returns at once.
+  ///
+  /// ```swift
+  /// await notifier.waitUntilPending(below: 1_000)
+  /// startNextImage()
+  /// ```
+  public func waitUntilPending(below limit: Int) async {
+    for lane in lanes { await lane.counters.waitUntilPending(below: max(1, limit)) }
   }
 
   /// Waits until every notification posted so far has been delivered (or has failed).

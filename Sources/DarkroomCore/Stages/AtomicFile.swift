@@ -27,6 +27,8 @@ public enum AtomicFile {
       descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
     }
     guard descriptor >= 0 else { throw posixError("cannot create \(temporary)") }
+    inProgress.withLock { _ = $0.insert(temporary) }
+    defer { inProgress.withLock { _ = $0.remove(temporary) } }
     var written = 0
     var failure: Int32 = 0  // the errno of the first failing write or close
     bytes.withUnsafeBytes { buffer in

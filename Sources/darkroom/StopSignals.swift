@@ -1,0 +1,96 @@
+import Darkroom
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// SIGINT and SIGTERM during a batch: the first stops new images from starting while the ones in
+/// flight finish; the second cancels those in flight (their temporary files are removed and the
+/// summary is printed); a third exits at once.
+///
+/// Signals are received by dispatch sources (not in a signal handler), so what follows a signal is
+/// ordinary code. The exit status of a stopped run is 128 + the signal's number, as a shell
+/// reports a process killed by it.
+///
+/// ```swift
+/// let signals = StopSignals()
+/// signals.onCancel { task.cancel() }
+/// if signals.stopRequested { … }
+/// ```
+final class StopSignals: @unchecked Sendable {
+  private let lock = NSLock()
+  private var received: [Int32] = []  // guarded by `lock`
+  private var cancelHandlers: [@Sendable () -> Void] = []  // guarded by `lock`
+  private var sources: [any DispatchSourceSignal] = []  // guarded by `lock`
+  private let queue = DispatchQueue(label: "darkroom.signals")
+
+  /// Starts listening; the signals' default actions are off until ``stop()``.
+  init() {
+    lock.withLock {
+      for number in [SIGINT, SIGTERM] {
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+        // Signals that arrive together are one event: `data` says how many came.
+        source.setEventHandler { [weak self] in  // cancelling the source (stop) releases it
+          for _ in 0..<max(1, Int(clamping: source.data)) { self?.receive(number) }
+        }
+        source.resume()
+        sources.append(source)
+      }
+    }
+  }
+
+  /// Whether a first signal asked the batch to start nothing new.
+  var stopRequested: Bool { lock.withLock { !received.isEmpty } }
+
+  /// Whether a second signal cancelled the images in flight.
+  var cancelRequested: Bool { lock.withLock { received.count >= 2 } }
+
+  /// The exit status for the first signal received (130 for SIGINT, 143 for SIGTERM), if any.
+  var exitStatus: Int32? { lock.withLock { received.first.map { 128 + $0 } } }
+
+  /// Runs `handler` on the second signal (at once when it already came).
+  func onCancel(_ handler: @escaping @Sendable () -> Void) {
+    let now = lock.withLock { () -> Bool in
+      if received.count >= 2 { return true }
+      cancelHandlers.append(handler)
+      return false
+    }
+    if now { handler() }
+  }
+
+  /// Stops listening and gives SIGINT and SIGTERM their default actions back.
+  func stop() {
+    let ended = lock.withLock { () -> [any DispatchSourceSignal] in
+      defer { sources = [] }
+      return sources
+    }
+    for source in ended { source.cancel() }
+    signal(SIGINT, SIG_DFL)
+    signal(SIGTERM, SIG_DFL)
+  }
+
+  private func receive(_ number: Int32) {
+    let (count, handlers) = lock.withLock { () -> (Int, [@Sendable () -> Void]) in
+      received.append(number)
+      guard received.count == 2 else { return (received.count, []) }
+      defer { cancelHandlers = [] }
+      return (received.count, cancelHandlers)
+    }
+    switch count {
+    case 1:
+      Terminal.status("")
+      Terminal.error("stopping: no new images start; the ones in flight finish (signal again to cancel them)")
+    case 2:
+      Terminal.status("")
+      Terminal.error("stopping: cancelling the images in flight (signal again to exit at once)")
+      for handler in handlers { handler() }
+    default:
+      Terminal.error("stopped at once")
+      AtomicFile.removeTemporaries()
+      _exit(128 + number)
+    }
+  }
+}

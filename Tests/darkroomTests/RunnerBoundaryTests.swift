@@ -1,0 +1,187 @@
+import DarkroomCore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The runner's own boundaries: its command line, its output streams and the signals it gets.
+@Suite("The runner at its boundaries", .serialized, .timeLimit(.minutes(3)))
+struct RunnerBoundaryTests {
+  @Test("every number option that is not a number in range is a usage error (64) naming the option, never a crash or a hang")
+  func numberOptions() throws {
+    let output = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    let bad: [(option: String, values: [String])] = [
+      ("--timeout", ["nan", "inf", "1e300", "0", "0.0000001", "86401", "x"]),
+      ("--stage-timeout", ["fetch=nan", "fetch=1e300", "fetch=inf", "fetch=0", "fetch=", "=3", "fetch"]),
+      ("--jobs", ["0", "257", "60000", "99999999999999999999"]),
+      ("--fetch-concurrency", ["0", "1025", "9223372036854775807"]),
+      ("--vips-threads", ["0", "65", "100000"]),
+    ]
+    for (option, values) in bad {
+      for value in values {
+        let run = try Runner.run([
+          "run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output, "\(option)=\(value)",
+        ])
+        #expect(run.status == 64, "\(option)=\(value): status \(run.status), \(run.stderr)")
+        #expect(run.stderr.contains(option), "\(option)=\(value): \(run.stderr)")
+      }
+    }
+    // The edges of each range are accepted.
+    let edges = try Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images/rings.png", "--output", output, "--timeout=86400",
+      "--stage-timeout=fetch=0.001", "--stage-timeout=decode=86400", "--jobs=256", "--fetch-concurrency=1024", "--vips-threads=1",
+    ])
+    #expect(edges.stderr.contains("done 1") || edges.stderr.contains("failed 1"), "\(edges.stderr)")
+    #expect(edges.status == 0 || edges.status == 1, "\(edges.stderr)")
+  }
+
+  @Test("a closed or full stderr, or a stdout reader that goes away, never ends the batch or fails an image")
+  func closedStreams() throws {
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    let cases: [(name: String, redirect: String, status: Int32)] = [
+      ("stderr closed", "2>&-", 1),
+      ("stderr on a full disk", "2>/dev/full", 1),
+      ("stdout closed", ">&- --events jsonl", 1),
+      ("stdout on a full disk", ">/dev/full --events jsonl", 1),
+    ]
+    for item in cases {
+      let output = work + "/" + item.name.replacingOccurrences(of: " ", with: "-")
+      // One input fails (it does not exist), so the runner writes a failure line to stderr.
+      let script =
+        "\"$DARKROOM\" run Examples/pipelines/thumbnail.json Examples/images \"$WORK/missing.jpg\" --output \"\(output)\" \(item.redirect)"
+      let run = try Shell.run(script, work: work)
+      #expect(run.status == item.status, "\(item.name): status \(run.status), \(run.stderr)")
+      let written = (try? FileManager.default.contentsOfDirectory(atPath: output)) ?? []
+      #expect(written.filter { $0.hasSuffix("-thumb.jpg") }.count == 4, "\(item.name): \(written)")
+    }
+    // `--events jsonl | head -1`: the reader leaves after one line; every image is still made.
+    let output = work + "/head"
+    let piped = try Shell.run(
+      "\"$DARKROOM\" run Examples/pipelines/thumbnail.json Examples/images --output \"\(output)\" --events jsonl | head -1; echo \"status ${PIPESTATUS[0]}\" >&2",
+      work: work)
+    #expect(piped.stderr.contains("status 0"), "\(piped.stderr)")
+    #expect(piped.stdout.split(separator: "\n").count == 1)
+    let written = (try? FileManager.default.contentsOfDirectory(atPath: output)) ?? []
+    #expect(written.filter { $0.hasSuffix("-thumb.jpg") }.count == 4, "\(written)")
+  }
+
+  @Test("control characters in file names are shown escaped, never sent raw to the terminal")
+  func escapedNames() throws {
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    let name = "evil\u{1B}]0;pwned\u{07}\u{1B}[2J\nforged line.jpg"
+    FileManager.default.createFile(atPath: work + "/" + name, contents: Data("not an image".utf8))
+    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", work + "/" + name, "--output", work + "/out"])
+    #expect(run.status == 1)
+    #expect(!run.stderr.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" }, "\(run.stderr.debugDescription)")
+    #expect(run.stderr.contains("\\u{1b}]0;pwned"), "\(run.stderr.debugDescription)")
+    #expect(!run.stderr.split(separator: "\n").contains { $0.hasPrefix("forged line") })
+  }
+
+  @Test(
+    "SIGINT and SIGTERM: nothing new starts, what is in flight finishes, no temporary file is left, the summary counts what did not start"
+  )
+  func stopSignals() throws {
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    let inputs = work + "/in"
+    try FileManager.default.createDirectory(atPath: inputs, withIntermediateDirectories: true)
+    let originals = ["dunes.jpg", "portrait-rotated.jpg", "rings.png"]
+    for index in 0..<120 {
+      let original = originals[index % originals.count]
+      try FileManager.default.copyItem(
+        atPath: Runner.package.path + "/Examples/images/" + original,
+        toPath: inputs + "/\(index)." + (original as NSString).pathExtension)
+    }
+    for (signal, status, count) in [(SIGINT, Int32(130), 1), (SIGTERM, Int32(143), 1), (SIGINT, Int32(130), 2)] {
+      let output = work + "/out-\(signal)-\(count)"
+      let child = try StreamingChild.start([
+        "run", "Examples/pipelines/thumbnail.json", inputs, "--output", output, "--events", "jsonl", "--jobs", "1",
+      ])
+      child.waitForLine { $0.contains("\"event\":\"finished\"") }
+      for _ in 0..<count { kill(child.process.processIdentifier, signal) }
+      let result = child.finish()
+      #expect(result.status == status, "signal \(signal) ×\(count): \(result.stderr)")
+      let written = (try? FileManager.default.contentsOfDirectory(atPath: output)) ?? []
+      #expect(!written.contains { $0.hasSuffix(".tmp") }, "\(written)")
+      let summary = result.stderr.split(separator: "\n").last { $0.hasPrefix("done ") }.map(String.init) ?? ""
+      #expect(summary.contains("not started"), "\(result.stderr)")
+      // Every image counted done has its output; nothing beyond them was written.
+      let done = summary.split(separator: ",").first.flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
+      #expect(written.filter { $0.hasSuffix("-thumb.jpg") }.count == done, "\(summary) \(written.count)")
+      #expect(done >= 1 && done < 120, "\(summary)")
+    }
+  }
+}
+
+/// A shell script run with bash, with `$DARKROOM` and `$WORK` set, from the package folder.
+enum Shell {
+  static func run(_ script: String, work: String) throws -> Runner.Result {
+    try Runner.capture(
+      executable: "/bin/bash", arguments: ["-c", script], environment: ["DARKROOM": Runner.executable, "WORK": work])
+  }
+}
+
+/// The runner started with its stdout read line by line as it comes, so a test can act on an
+/// event (send a signal after the first image finished) instead of sleeping.
+final class StreamingChild: @unchecked Sendable {
+  let process = Process()
+  private let out = Pipe()
+  private let err = Pipe()
+  private let lines = Locked<[String]>([])
+  private let ended = Locked<Bool>(false)
+  private let arrived = DispatchSemaphore(value: 0)
+  private let outDone = DispatchSemaphore(value: 0)
+  private let errData = Locked<Data>(Data())
+  private let errDone = DispatchSemaphore(value: 0)
+
+  static func start(_ arguments: [String]) throws -> StreamingChild {
+    let child = StreamingChild()
+    child.process.executableURL = URL(fileURLWithPath: Runner.executable)
+    child.process.arguments = arguments
+    child.process.currentDirectoryURL = Runner.package
+    child.process.standardOutput = child.out
+    child.process.standardError = child.err
+    try child.process.run()
+    Thread { [child] in
+      var pending = Data()
+      while true {
+        let chunk = child.out.fileHandleForReading.availableData
+        if chunk.isEmpty { break }
+        pending.append(chunk)
+        while let newline = pending.firstIndex(of: 0x0A) {
+          let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+          pending.removeSubrange(pending.startIndex...newline)
+          child.lines.set(child.lines.value + [line])
+          child.arrived.signal()
+        }
+      }
+      child.ended.set(true)
+      child.arrived.signal()
+      child.outDone.signal()
+    }.start()
+    Thread { [child] in
+      child.errData.set(child.err.fileHandleForReading.readDataToEndOfFile())
+      child.errDone.signal()
+    }.start()
+    return child
+  }
+
+  /// Waits until a line satisfying `predicate` has arrived (or the output ended).
+  func waitForLine(_ predicate: (String) -> Bool) {
+    while !lines.value.contains(where: predicate) && !ended.value { arrived.wait() }
+  }
+
+  func finish() -> Runner.Result {
+    outDone.wait()
+    errDone.wait()
+    process.waitUntilExit()
+    return Runner.Result(
+      status: process.terminationStatus, stdout: lines.value.joined(separator: "\n"),
+      stderr: String(decoding: errData.value, as: UTF8.self))
+  }
+}
