@@ -39,7 +39,10 @@ let package = Package(
     .target(name: "CCurlShim", dependencies: ["CCurl"]),
     .target(name: "DarkroomCurl", dependencies: ["DarkroomCore", "CCurl", "CCurlShim"], swiftSettings: strict),
     .target(
-      name: "DarkroomCore", dependencies: [.product(name: "HeapModule", package: "swift-collections")],
+      name: "DarkroomCore",
+      dependencies: [
+        .product(name: "HeapModule", package: "swift-collections"), .product(name: "Crypto", package: "swift-crypto"),
+      ],
       swiftSettings: strict),
     .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
     .target(

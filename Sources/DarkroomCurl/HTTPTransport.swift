@@ -23,6 +23,10 @@ public struct HTTPTransport: FetchTransport {
   public init(options: HTTPOptions = HTTPOptions()) { self.options = options }
 
   public var identifier: String { options.identifier }
+  /// With a digest of the header values: responses to other credentials are other entries.
+  public var cacheIdentifier: String {
+    options.headers.isEmpty ? identifier : identifier + "#headers:" + RequestDigest.headers(options.headers)
+  }
 
   /// How many transfers hold a libcurl handle right now (0 when nothing is being fetched): for
   /// leak checks and diagnostics.

@@ -64,7 +64,8 @@ func benchmark() async throws {
     let pipeline = thumbnail(store: store)
     let first = try await pipeline.process(source)
     let key = CacheKey.make(
-      prefix: "", source: source.identity, upstream: pipeline.graph.runnableStages.dropLast().map(\.identifier))
+      prefix: "", source: CacheKey.identity(of: source) ?? "",
+      upstream: pipeline.graph.runnableStages.dropLast().map(\.cacheIdentifier))
     guard try await store.entry(forKey: key) != nil else {
       FileHandle.standardError.write(Data("the \(store.name) store did not keep the value\n".utf8))
       exit(1)
@@ -89,7 +90,8 @@ func benchmark() async throws {
   }
   _ = try await tablePipeline.process(source)
   let tableKey = CacheKey.make(
-    prefix: "", source: source.identity, upstream: tablePipeline.graph.runnableStages.dropLast().map(\.identifier))
+    prefix: "", source: CacheKey.identity(of: source) ?? "",
+    upstream: tablePipeline.graph.runnableStages.dropLast().map(\.cacheIdentifier))
   guard try await tableStore.entry(forKey: tableKey) != nil else {
     FileHandle.standardError.write(Data("the table store did not keep the value\n".utf8))
     exit(1)

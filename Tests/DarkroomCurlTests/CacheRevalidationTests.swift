@@ -117,3 +117,96 @@ extension HTTPTransportTests {
     #expect(server.requestCount("/nostore.jpg") == 2)
   }
 }
+
+/// Cache identity over HTTP: no caller is served another caller's image.
+extension HTTPTransportTests {
+  func fetcher(headers: [String: String]) -> Fetcher {
+    var http = HTTPOptions()
+    http.allowHosts = ["127.0.0.1"]
+    http.headers = headers
+    return Fetcher(transports: [HTTPTransport(options: http)])
+  }
+
+  func privateImages(cacheControl: String? = nil, vary: String? = nil) throws -> TestResponse {
+    var extra: [(String, String)] = []
+    if let cacheControl { extra.append(("Cache-Control", cacheControl)) }
+    if let vary { extra.append(("Vary", vary)) }
+    return .byRequestHeader(
+      "authorization",
+      choices: [
+        "Bearer alice": .headers(.ok(body: image, contentType: "image/jpeg"), extra),
+        "Bearer bob": .headers(.ok(body: try otherImage, contentType: "image/jpeg"), extra),
+      ], otherwise: .status(401))
+  }
+
+  @Test("pipelines or sources that differ only in a request header's value never share a cached or in-flight value")
+  func headerValuesSeparateEntries() async throws {
+    let server = try await TestHTTPServer.start(routes: ["/me.jpg": try privateImages(cacheControl: "max-age=600")])
+    defer { Task { try? await server.shutdown() } }
+    let url = server.url("/me.jpg")
+    let other = ImageBytes(try otherImage)
+    for store in [MemoryStore(costLimit: 10 << 20) as any CacheStore, try DiskStore(directory: temporaryFolder())] {
+      // The header in the pipeline's fetch stage (a JSON "headers" option).
+      func pipeline(_ user: String) -> Pipeline<ImageSource, FetchedData> {
+        let fetch = fetcher(headers: ["Authorization": "Bearer \(user)"])
+        return Pipeline(name: "private") {
+          fetch
+          Cache<FetchedData>(store: store, maxAge: .seconds(600))
+        }
+      }
+      let alice = try await pipeline("alice").process(ImageSource(url))
+      let bob = try await pipeline("bob").process(ImageSource(url))
+      #expect(alice.bytes == ImageBytes(image) && bob.bytes == other, "\(store.name)")
+      // The header on the source (Swift's ImageSource headers).
+      let plain = Pipeline(name: "private-source") {
+        revalidatingFetcher()
+        Cache<FetchedData>(store: store, maxAge: .seconds(600))
+      }
+      let a = try await plain.process(ImageSource(url, headers: ["Authorization": "Bearer alice"]))
+      let b = try await plain.process(ImageSource(url, headers: ["Authorization": "Bearer bob"]))
+      #expect(a.bytes == ImageBytes(image) && b.bytes == other, "\(store.name)")
+      // The cached values are found again by the same caller (and only by it).
+      let again = try await pipeline("alice").process(ImageSource(url))
+      #expect(again.bytes == ImageBytes(image))
+    }
+    // In flight: two callers at once through one loader share no transfer.
+    let loader = ImageLoader(configuration: ImageLoader.Configuration())
+    let shared = Pipeline(name: "inflight") { revalidatingFetcher() }
+    async let first = loader.load(ImageSource(url, headers: ["Authorization": "Bearer alice"]), pipeline: shared).value
+    async let second = loader.load(ImageSource(url, headers: ["Authorization": "Bearer bob"]), pipeline: shared).value
+    let (x, y) = try await (first, second)
+    #expect(x.bytes == ImageBytes(image) && y.bytes == other)
+  }
+
+  @Test("a private response, or one that varies on everything, is never stored, whatever the cache's maxAge")
+  func privateResponsesAreNotStored() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/private.jpg": try privateImages(cacheControl: "private, max-age=600"),
+      "/vary.jpg": try privateImages(vary: "*"),
+      "/shared.jpg": try privateImages(cacheControl: "public, max-age=600", vary: "Accept-Encoding"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let store = MemoryStore(costLimit: 10 << 20)
+    let fetch = fetcher(headers: ["Authorization": "Bearer alice"])
+    let pipeline = Pipeline(name: "never-stored") {
+      fetch
+      Cache<FetchedData>(store: store, maxAge: .seconds(600))
+    }
+    for path in ["/private.jpg", "/vary.jpg", "/shared.jpg"] {
+      for _ in 0..<2 {
+        let observer = RecordingObserver()
+        _ = try await pipeline.run(ImageSource(server.url(path)), options: RunOptions(observers: [observer])).value
+        let outcomes = cacheOutcomes(observer)
+        if path == "/shared.jpg" {
+          #expect(outcomes == ["miss", "stored"] || outcomes == ["hit"], "\(path): \(outcomes)")
+        } else {
+          #expect(outcomes == ["miss", "storeFailed"], "\(path): \(outcomes)")
+        }
+      }
+    }
+    #expect(server.requestCount("/private.jpg") == 2 && server.requestCount("/vary.jpg") == 2)
+    #expect(server.requestCount("/shared.jpg") == 1)
+  }
+
+  func temporaryFolder() -> String { NSTemporaryDirectory() + "darkroom-identity-\(UUID().uuidString)" }
+}

@@ -43,10 +43,11 @@ struct CheckpointTests {
     #expect(second.names.last == "finished")
   }
 
-  @Test("a run resumes after the latest checkpoint that has the value (the source is gone)")
+  @Test("a run resumes after the latest checkpoint that has the value")
   func resumeInTheMiddle() async throws {
     let store = MemoryStore(costLimit: 10 << 20)
     let path = try temporaryImage()
+    defer { try? FileManager.default.removeItem(atPath: path) }
     func pipeline(width: Int) -> Pipeline<ImageSource, EncodedImage> {
       Pipeline(name: "resume") {
         Fetcher()
@@ -57,7 +58,6 @@ struct CheckpointTests {
       }
     }
     _ = try await pipeline(width: 100).process(ImageSource(path: path))
-    try FileManager.default.removeItem(atPath: path)
     // Another width downstream: the fetched bytes come from the checkpoint, the rest runs.
     let observer = RecordingObserver()
     let image = try await pipeline(width: 50).run(ImageSource(path: path), options: RunOptions(observers: [observer])).value
@@ -68,7 +68,41 @@ struct CheckpointTests {
       Fetcher(maxBytes: 1_000_000)
       Cache<FetchedData>(store: store, maxAge: .seconds(60))
     }
-    await #expect(throws: PipelineError.self) { try await other.process(ImageSource(path: path)) }
+    let otherObserver = RecordingObserver()
+    _ = try await other.run(ImageSource(path: path), options: RunOptions(observers: [otherObserver])).value
+    #expect(stageKinds(otherObserver) == ["fetch", "cache"])
+  }
+
+  @Test(
+    "a local file's entries follow the file: edited in place or replaced is a new key, gone is no cached value, and one file named from two folders is one entry"
+  )
+  func fileIdentity() async throws {
+    let store = MemoryStore(costLimit: 10 << 20)
+    let pipeline = Pipeline(name: "identity") {
+      Fetcher()
+      Decoder()
+      Resizer(width: 40)
+      Encoder(.png())
+      Cache<EncodedImage>(store: store, maxAge: .seconds(3600))
+    }
+    let folder = NSTemporaryDirectory() + "darkroom-identity-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: folder + "/sub", withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let path = folder + "/a.png"
+    try TestImages.encoded(.png(), width: 80, height: 40).data.write(to: URL(fileURLWithPath: path))
+    let first = try await pipeline.process(ImageSource(path: path))
+    #expect(first.height == 20)
+    // The same file through another spelling of its path (with ..) is the same entry.
+    let observer = RecordingObserver()
+    _ = try await pipeline.run(ImageSource(path: folder + "/sub/../a.png"), options: RunOptions(observers: [observer])).value
+    #expect(cacheEvents(observer) == ["cache hit: memory at stages[3]"])
+    // Edited in place (the same name and inode): a new key, a new output.
+    try TestImages.encoded(.png(), width: 40, height: 80).data.write(to: URL(fileURLWithPath: path))
+    let edited = try await pipeline.process(ImageSource(path: path))
+    #expect(edited.height == 80, "the edited file's output, not the cached one")
+    // Gone: the cached output is not served for a file that is not there.
+    try FileManager.default.removeItem(atPath: path)
+    await #expect(throws: PipelineError.self) { try await pipeline.process(ImageSource(path: path)) }
   }
 
   @Test("maxAge below zero never keeps the value in memory; prefixes separate variants")

@@ -34,7 +34,8 @@ struct PurgeAcrossStoresTests {
     let removed = try await CacheStores.shared.purge(source: sources[1])
     #expect(removed["memory"] == 1 && removed["disk"] == 2 && removed["table"] == 2)
     #expect(try await disk.statistics().entries == 2 && table.table.count == 2)
-    let memoryKey = CacheKey.make(prefix: prefix, source: sources[0].identity, upstream: [Fetcher().identifier])
+    let memoryKey = CacheKey.make(
+      prefix: prefix, source: try #require(CacheKey.identity(of: sources[0])), upstream: [Fetcher().cacheIdentifier])
     #expect(try await MemoryStore.shared.entry(forKey: memoryKey) != nil)
     #expect(try await CacheStores.shared.purge(source: sources[1]).values.reduce(0, +) == 0)
   }

@@ -63,6 +63,20 @@ public enum CacheKey {
     ([prefix, identity] + upstream).joined(separator: String(separator))
   }
 
+  /// What a source's entries are keyed under: its ``ImageSource/requestIdentity`` and, for a local
+  /// file, which version of the file it is (device, inode, size, modification and change times to
+  /// the nanosecond), so an edited file is a new key. `nil` for a file that cannot be inspected:
+  /// nothing is read from or written to a cache for it. For files this calls `stat(2)`: call it
+  /// off the cooperative pool.
+  ///
+  /// ```swift
+  /// let key = CacheKey.make(prefix: "", source: CacheKey.identity(of: source) ?? "", upstream: ids)
+  /// ```
+  public static func identity(of source: ImageSource) -> String? {
+    guard case .file(let path) = source.location else { return source.requestIdentity }
+    return FileVersion(path: path).map { source.requestIdentity + "@" + $0.description }
+  }
+
   /// The source identity a key belongs to.
   public static func sourceIdentity(of key: String) -> Substring? {
     let parts = key.split(separator: separator, maxSplits: 2, omittingEmptySubsequences: false)

@@ -1,13 +1,20 @@
 import Foundation
 
-/// What a fetched response said about caching: its freshness and validators.
+/// What a fetched response said about caching: its freshness and validators, and whether it may
+/// be kept for other callers at all.
 struct ResponseFacts: Sendable {
   var freshness: Freshness
   var validators: CacheValidators
+  /// False for a response that is `private`, or that varies on what no key holds (`Vary: *`): it
+  /// is never stored, whatever the cache's maxAge says (every store here is shared by the callers
+  /// of a process or of several). `no-store` is ``Freshness/noStore``, which a cache's maxAge > 0
+  /// overrides on purpose (keys hold the request headers, so no caller gets another's response).
+  var shareable = true
 
   init(_ fetched: FetchedData, now: Date) {
     freshness = fetched.freshness(now: now)
     validators = CacheValidators(fetched)
+    shareable = ResponseFacts.isShareable(fetched.metadata)
   }
 
   /// Facts inherited from a cache entry a run resumed from (no fetch ran).
@@ -15,14 +22,28 @@ struct ResponseFacts: Sendable {
     freshness = entry.expiresAt.map { .lifetime(.seconds(max(0, $0.timeIntervalSince(now)))) } ?? .unspecified
     validators = entry.validators
   }
+
+  /// Whether lower-cased response headers allow a shared cache to keep the response.
+  static func isShareable(_ headers: [String: String]) -> Bool {
+    let directives = Freshness.directives(headers["cache-control"] ?? "")
+    if directives["private"] != nil { return false }
+    let vary = (headers["vary"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    return !vary.contains("*")
+  }
 }
 
 /// The checkpoints of one run: their keys, the lookup that lets a run resume after the latest one
 /// holding a value (revalidating a stale one), and the stores when the run finishes.
+///
+/// Keys hold the source's ``ImageSource/requestIdentity`` (a digest of its request headers) and,
+/// for a local file, what says which version of the file it is (device, inode, size, modification
+/// and change times to the nanosecond): an edited file is a new key, and a file that cannot be
+/// inspected gets no checkpoints at all.
 struct Checkpoints: Sendable {
   let stages: [AnyStage]
   /// Stage index → key, for every checkpoint stage.
   let keys: [Int: String]
+  /// The source's identity, under which stores record entries for purging.
   let identity: String
 
   /// Where a run starts: the value, the first stage to run, and what is known about freshness.
@@ -32,16 +53,27 @@ struct Checkpoints: Sendable {
     var facts: ResponseFacts?
   }
 
-  init(stages: [AnyStage], input: any Sendable, source: ImageSource?) {
-    self.stages = stages
-    identity = source?.identity ?? String(describing: input)
+  /// The checkpoints of `stages` for a run on `input`; a local file is inspected on the pool.
+  static func prepare(stages: [AnyStage], input: any Sendable, source: ImageSource?, context: StageContext) async throws
+    -> Checkpoints
+  {
+    guard stages.contains(where: { $0.base is any CheckpointStage }) else {
+      return Checkpoints(stages: stages, keys: [:], identity: "")
+    }
+    var keyIdentity = String(describing: input)
+    if let source {
+      let isFile = if case .file = source.location { true } else { false }
+      let identity = isFile ? try await context.blocking { CacheKey.identity(of: source) } : CacheKey.identity(of: source)
+      guard let identity else { return Checkpoints(stages: stages, keys: [:], identity: source.identity) }
+      keyIdentity = identity
+    }
     var keys: [Int: String] = [:]
     for (index, stage) in stages.enumerated() {
       guard let checkpoint = stage.base as? any CheckpointStage else { continue }
-      let upstream = stages[..<index].filter { !($0.base is any CheckpointStage) }.map(\.identifier)
-      keys[index] = CacheKey.make(prefix: checkpoint.keyPrefix, source: identity, upstream: upstream)
+      let upstream = stages[..<index].filter { !($0.base is any CheckpointStage) }.map(\.cacheIdentifier)
+      keys[index] = CacheKey.make(prefix: checkpoint.keyPrefix, source: keyIdentity, upstream: upstream)
     }
-    self.keys = keys
+    return Checkpoints(stages: stages, keys: keys, identity: source?.identity ?? String(describing: input))
   }
 
   private func checkpoint(at index: Int) -> (any CheckpointStage)? { stages[index].base as? any CheckpointStage }
@@ -65,7 +97,7 @@ struct Checkpoints: Sendable {
       let now = store.now
       if entry.isFresh(at: now) {
         context.reportCache(CacheEvent(.hit, store: store.name, stageIndex: index, key: key))
-        return Start(value: entry.value, index: index + 1, facts: ResponseFacts(entry: entry, now: now))
+        return Start(value: rebound(entry.value, to: source), index: index + 1, facts: ResponseFacts(entry: entry, now: now))
       }
       guard let source, let revalidating = stages.first?.base as? any RevalidatingStage, index > 0 else {
         context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "stale"))
@@ -93,13 +125,23 @@ struct Checkpoints: Sendable {
       refreshed.expiresAt =
         (checkpoint.policy.expiry(now: now, freshness: facts.freshness, validators: validators, storeIsMemory: false) ?? nil)
       refreshed.validators = validators
-      return Start(value: entry.value, index: index + 1, facts: ResponseFacts(entry: refreshed, now: now))
+      return Start(value: rebound(entry.value, to: source), index: index + 1, facts: ResponseFacts(entry: refreshed, now: now))
     }
     return Start(value: input, index: 0, facts: nil)
   }
 
   /// Stores the values of checkpoints that ran (they missed); a failing store is noted, not fatal.
   func store(_ pending: [(index: Int, value: any Sendable)], facts: ResponseFacts?, context: StageContext) async {
+    if facts?.shareable == false {
+      for (index, _) in pending {
+        guard let key = keys[index], let checkpoint = checkpoint(at: index) else { continue }
+        context.reportCache(
+          CacheEvent(
+            .storeFailed, store: checkpoint.cacheStore.name, stageIndex: index, key: key,
+            detail: "not stored: the response is private or varies on every header (Vary: *)"))
+      }
+      return
+    }
     for (index, value) in pending {
       guard let key = keys[index], let checkpoint = checkpoint(at: index) else { continue }
       let store = checkpoint.cacheStore

@@ -55,7 +55,7 @@ public struct PipelineExecutor: Sendable {
       // The time limit covers the stages and the willFinish hooks.
       let output: Output = try await withTimeout(options.timeout, source: sourceText) {
         let stages = graph.runnableStages
-        let checkpoints = Checkpoints(stages: stages, input: input, source: source)
+        let checkpoints = try await Checkpoints.prepare(stages: stages, input: input, source: source, context: context)
         let start = try await checkpoints.start(input: input, source: source, context: context) { body in
           try await runStage(stages[0], index: 0, context: context, operation: operation) { _, _ in try await body() }
         }

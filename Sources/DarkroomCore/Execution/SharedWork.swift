@@ -25,9 +25,10 @@ final class SharedWork: Sendable {
     ticket = scheduling.ticket
     if let coalescer = scheduling.scheduler.coalescer, let source {
       self.coalescer = coalescer
-      var prefix = source.identity
+      // The request identity: runs whose requests differ in a header value never share work.
+      var prefix = source.requestIdentity
       keys = stages.map { stage in
-        prefix += "\u{1F}" + stage.identifier
+        prefix += "\u{1F}" + stage.cacheIdentifier
         // A writer's file name depends on the run's pipeline and variant, not only its input.
         if stage.base is any ContextSensitiveStage { prefix += "@\(pipeline)/\(variant ?? "")" }
         return prefix

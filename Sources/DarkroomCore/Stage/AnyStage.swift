@@ -8,6 +8,8 @@ public struct AnyStage: Sendable, CustomStringConvertible {
   public let kind: String
   /// The configuration identifier.
   public let identifier: String
+  /// The identifier cache keys and shared work use (``Stage/cacheIdentifier``).
+  public let cacheIdentifier: String
   /// The kinds this stage was fused from, in order (empty when it was not fused).
   public let fusedKinds: [String]
   /// The input type.
@@ -28,6 +30,7 @@ public struct AnyStage: Sendable, CustomStringConvertible {
   public init<S: Stage>(_ stage: S, kind: String, identifier: String, fusedKinds: [String]) {
     self.kind = kind
     self.identifier = identifier
+    self.cacheIdentifier = stage.cacheIdentifier == stage.identifier ? identifier : identifier + "#" + stage.cacheIdentifier
     self.fusedKinds = fusedKinds
     self.inputType = S.Input.self
     self.outputType = S.Output.self

@@ -26,6 +26,12 @@ public protocol Stage<Input, Output>: Sendable {
   /// Two stages with equal identifiers must produce equal outputs from equal inputs.
   var identifier: String { get }
 
+  /// The identifier cache keys and shared in-flight work use: ``identifier`` unless the output
+  /// depends on configuration that must not be shown in logs and events (a request header's value,
+  /// a token), which a stage then adds here as a digest. Two stages with equal cache identifiers
+  /// must produce equal outputs from equal inputs.
+  var cacheIdentifier: String { get }
+
   /// Turns an input into an output, or throws (preferably a ``PipelineError``).
   func process(_ input: Input, context: StageContext) async throws -> Output
 
@@ -40,6 +46,9 @@ extension Stage {
 
   /// CPU work, by default.
   public func resource(for input: Input) -> StageResource { .cpu }
+
+  /// The ``identifier``, by default.
+  public var cacheIdentifier: String { identifier }
 }
 
 /// The resource a stage's work mostly uses: each has its own concurrency limit in an

@@ -49,10 +49,14 @@ public struct Fetcher: Stage {
     self.transports = transports
   }
 
-  public var identifier: String {
+  public var identifier: String { describe(transports.map(\.identifier)) }
+
+  /// The identifier with the transports' cache identifiers (digests of their header values).
+  public var cacheIdentifier: String { describe(transports.map(\.cacheIdentifier)) }
+
+  private func describe(_ transportIDs: [String]) -> String {
     let schemes = allowedSchemes.map { ",schemes=" + $0.sorted().joined(separator: "+") } ?? ""
-    let transportIDs = transports.map(\.identifier).joined(separator: "+")
-    return "fetch(maxBytes=\(maxBytes)\(roots.map { ",root=\($0)" }.joined())\(schemes),\(transportIDs))"
+    return "fetch(maxBytes=\(maxBytes)\(roots.map { ",root=\($0)" }.joined())\(schemes),\(transportIDs.joined(separator: "+")))"
   }
 
   public func process(_ source: ImageSource, context: StageContext) async throws -> FetchedData {
@@ -121,12 +125,15 @@ public protocol FetchTransport: Sendable {
   var schemes: Set<String> { get }
   /// A stable description of the transport's configuration (part of the fetch stage's identifier).
   var identifier: String { get }
+  /// The identifier plus digests of what must not be shown (header values), for cache keys.
+  var cacheIdentifier: String { get }
   /// Fetches the source within the limits.
   func fetch(_ source: ImageSource, limits: FetchLimits, context: StageContext) async throws -> FetchedData
 }
 
 extension FetchTransport {
   public var identifier: String { schemes.sorted().joined(separator: "+") }
+  public var cacheIdentifier: String { identifier }
 }
 
 /// A transport that can ask the origin whether a cached copy is still current: HTTP with

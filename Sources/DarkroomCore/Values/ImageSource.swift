@@ -74,13 +74,45 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     }
   }
 
-  /// The source itself, unredacted, for cache keys: the resolved path or the full URL.
+  /// The source itself, unredacted: `file:` and the absolute path of a file (a relative path is
+  /// resolved against the working directory, `.` and `..` removed), or the full URL. Cache stores
+  /// record it so that ``CacheStore/purge(source:)`` finds every entry of a source.
   public var identity: String {
     switch location {
-    case .file(let path): return "file:" + ((path as NSString).standardizingPath)
+    case .file(let path): return "file:" + ImageSource.absolute(path)
     case .url(let url): return url.absoluteString
     case .malformed(let text): return "malformed:" + text
     }
+  }
+
+  /// The identity plus what else decides the response: a digest of the request headers' values
+  /// (for URLs with ``headers``). Cache keys and shared in-flight work use it, so two requests that
+  /// differ in `Authorization` (or any header) never share a value; the values never appear in it.
+  ///
+  /// ```swift
+  /// ImageSource("https://a.example/x.jpg", headers: ["Authorization": "Bearer 1"]).requestIdentity
+  /// // "https://a.example/x.jpg headers:5c1f…"
+  /// ```
+  public var requestIdentity: String {
+    guard !headers.isEmpty, case .url = location else { return identity }
+    return identity + " headers:" + RequestDigest.headers(headers)
+  }
+
+  /// `path` made absolute against the working directory, with `.`, `..` and `~` resolved (no
+  /// symlinks are followed: two links to one file are two identities, never one for two files).
+  static func absolute(_ path: String) -> String {
+    let expanded = (path as NSString).expandingTildeInPath
+    let full = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
+    var parts: [Substring] = []
+    for part in full.split(separator: "/", omittingEmptySubsequences: true) {
+      if part == "." { continue }
+      if part == ".." {
+        _ = parts.popLast()
+        continue
+      }
+      parts.append(part)
+    }
+    return "/" + parts.joined(separator: "/")
   }
 
   /// The base name without extension, used for output file names (`{name}`).

@@ -62,3 +62,12 @@ extension DecodedImage: ShareableValue {
     return shared
   }
 }
+
+extension DecodedImage: SourceCarrying {
+  /// The same pixels, recorded as coming from `source` (a table-cache hit for another run).
+  public func carrying(_ source: ImageSource) -> DecodedImage {
+    var copy = self
+    copy.source = source
+    return copy
+  }
+}

@@ -100,6 +100,10 @@ enum ResponsePlan {
 
     case .headers(let inner, let headers):
       return resolve(inner, index: index, requestHeaders: requestHeaders, extraHeaders: merge(headers, extraHeaders))
+
+    case .byRequestHeader(let name, let choices, let otherwise):
+      let chosen = requestHeaders[name].flatMap { choices[$0] } ?? otherwise
+      return resolve(chosen, index: index, requestHeaders: requestHeaders, extraHeaders: extraHeaders)
     }
   }
 

@@ -79,6 +79,10 @@ public indirect enum TestResponse: Sendable {
   /// same-named headers of the wrapped response (so `Cache-Control` here overrides the one of
   /// ``conditional(body:contentType:etag:lastModified:maxAge:)``) and are added otherwise.
   case headers(TestResponse, [(String, String)])
+
+  /// The response chosen by the value of a request header (`name` lower-case): `choices[value]`,
+  /// or `otherwise` when the header is absent or has another value (a per-user private image).
+  case byRequestHeader(String, choices: [String: TestResponse], otherwise: TestResponse)
 }
 
 extension TestResponse {
