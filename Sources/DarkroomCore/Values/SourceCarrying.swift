@@ -6,30 +6,24 @@
 /// (`{name}`), never after the run that stored the entry.
 ///
 /// ```swift
-/// extension Thumbnail: SourceCarrying {
-///   func carrying(_ source: ImageSource) -> Thumbnail { var copy = self; copy.source = source; return copy }
-/// }
+/// struct Thumbnail: SourceCarrying { var source: ImageSource; var pixels: [UInt8] }
 /// ```
 public protocol SourceCarrying: Sendable {
+  /// The source the value came from.
+  var source: ImageSource { get set }
+}
+
+extension SourceCarrying {
   /// The same value, recorded as coming from `source`.
-  func carrying(_ source: ImageSource) -> Self
-}
-
-extension FetchedData: SourceCarrying {
-  public func carrying(_ source: ImageSource) -> FetchedData {
+  public func carrying(_ source: ImageSource) -> Self {
     var copy = self
     copy.source = source
     return copy
   }
 }
 
-extension EncodedImage: SourceCarrying {
-  public func carrying(_ source: ImageSource) -> EncodedImage {
-    var copy = self
-    copy.source = source
-    return copy
-  }
-}
+extension FetchedData: SourceCarrying {}
+extension EncodedImage: SourceCarrying {}
 
 /// `value`, given `source` when it records one.
 func rebound(_ value: any Sendable, to source: ImageSource?) -> any Sendable {

@@ -63,11 +63,5 @@ extension DecodedImage: ShareableValue {
   }
 }
 
-extension DecodedImage: SourceCarrying {
-  /// The same pixels, recorded as coming from `source` (a table-cache hit for another run).
-  public func carrying(_ source: ImageSource) -> DecodedImage {
-    var copy = self
-    copy.source = source
-    return copy
-  }
-}
+/// A table-cache hit for another run is given this run's source.
+extension DecodedImage: SourceCarrying {}
