@@ -68,7 +68,9 @@ public enum Darkroom {
       "write", summary: "Writes the encoded image into the output directory under a templated name, atomically.",
       options: WriteOptions.self
     ) { options, context in
-      Writer(directory: options.resolvedDirectory(in: context), template: options.template, overwrite: options.overwrite)
+      Writer(
+        directory: options.resolvedDirectory(in: context), template: options.template, overwrite: options.overwrite,
+        claims: context.outputClaims)
     }
     registry.registerPassThrough(
       "cache",
@@ -89,7 +91,7 @@ public enum Darkroom {
       "save", summary: "Writes the fetched bytes unchanged into the output directory ({name}.{ext}), atomically.",
       options: SaveOptions.self
     ) { options, context in
-      BytesWriter(directory: context.outputDirectory ?? ".", template: options.template)
+      BytesWriter(directory: context.outputDirectory ?? ".", template: options.template, claims: context.outputClaims)
     }
     return registry
   }

@@ -112,7 +112,10 @@ struct RunCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir)
+    // Every writer of the run records which input has which file: a template that maps two
+    // inputs onto one file fails the second instead of overwriting the first.
+    let claims = OutputClaims()
+    let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, outputClaims: claims)
     let set: PipelineSet
     do {
       set = try PipelineDefinition.loadSet(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
@@ -146,7 +149,11 @@ struct RunCommand: AsyncParsableCommand {
     // The memory store sheds half its entries whenever the cgroup runs short of memory.
     let pressureMonitor = MemoryStore.shared.trimOnMemoryPressure()
     defer { pressureMonitor.stop() }
-    let sources = InputExpander(recursive: recursive).expand(inputs + listed)
+    let (distinct, repeated) = OutputNaming.distinct(InputExpander(recursive: recursive).expand(inputs + listed))
+    let sources = OutputNaming.disambiguated(distinct)
+    if repeated > 0, !quiet {
+      Terminal.error("note: \(repeated) input\(repeated == 1 ? " was" : "s were") given more than once; each is run once")
+    }
     if sources.isEmpty {
       Terminal.error("error: no inputs: the given folders hold no image files, or the input list is empty")
       throw ExitStatus.inputsFailed
@@ -160,11 +167,12 @@ struct RunCommand: AsyncParsableCommand {
       let produced = ObjectIdentifier(graph.outputType)
       let finalWriter: AnyStage? =
         produced == ObjectIdentifier(EncodedImage.self)
-        ? AnyStage(Writer(directory: self.output, template: template))
+        ? AnyStage(Writer(directory: self.output, template: template, claims: claims))
         : produced == ObjectIdentifier(FetchedData.self)
           ? AnyStage(
             BytesWriter(
-              directory: self.output, template: template.replacingOccurrences(of: "{variant}", with: variant.name ?? "")))
+              directory: self.output, template: template.replacingOccurrences(of: "{variant}", with: variant.name ?? ""),
+              claims: claims))
           : nil
       if let finalWriter {
         do {

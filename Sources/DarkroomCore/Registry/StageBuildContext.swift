@@ -20,11 +20,16 @@ public struct StageBuildContext: Sendable {
   public var validatingOnly: Bool
   /// Free-form settings for user stages.
   public var values: [String: String]
+  /// The batch's record of which input wrote which file, given to `write` and `save` stages (the
+  /// runner sets one per run): a second input mapped onto another's file fails instead of
+  /// overwriting it.
+  public var outputClaims: OutputClaims?
 
   public init(
     outputDirectory: String? = nil, allowedRoot: String? = nil, cacheDirectory: String? = nil, validatingOnly: Bool = false,
-    values: [String: String] = [:]
+    values: [String: String] = [:], outputClaims: OutputClaims? = nil
   ) {
+    self.outputClaims = outputClaims
     self.outputDirectory = outputDirectory
     self.allowedRoot = allowedRoot
     self.cacheDirectory = cacheDirectory

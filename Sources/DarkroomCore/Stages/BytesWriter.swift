@@ -4,8 +4,10 @@ import Foundation
 /// runner's output for pipelines that only fetch).
 ///
 /// Like ``Writer`` it writes atomically and keeps names inside the directory. The file name is
-/// the template with `{name}` (the source's base name) and `{ext}` (from the sniffed format, else
-/// the source's own extension, else `bin`).
+/// the template with `{name}` (the source's base name) and `{ext}` (the format the bytes are, as
+/// sniffed). Only images of a trusted format are saved: anything else (HTML, SVG, a script a
+/// server sends for an image URL) fails with `unsupportedFormat`, so a mirror never holds a file
+/// under an extension the server chose.
 ///
 /// ```swift
 /// let mirror = Pipeline(name: "mirror") { Fetcher(); BytesWriter(directory: "mirror") }
@@ -15,10 +17,13 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
 
   public var directory: String
   public var template: String
+  /// The batch's record of which input wrote which file (see ``Writer/claims``).
+  public var claims: OutputClaims?
 
-  public init(directory: String = ".", template: String = "{name}.{ext}") {
+  public init(directory: String = ".", template: String = "{name}.{ext}", claims: OutputClaims? = nil) {
     self.directory = directory
     self.template = template
+    self.claims = claims
   }
 
   public var identifier: String { "save(\(directory),\(template))" }
@@ -27,23 +32,22 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
   public func resource(for input: FetchedData) -> StageResource { .disk }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> WrittenFile {
-    let sniffed = ImageFormat.sniff(input.bytes.prefix(64))?.fileExtension
-    let own: String? = {
-      let ext: String
-      switch input.source.location {
-      case .file(let path): ext = (path as NSString).pathExtension
-      case .url(let url): ext = url.pathExtension
-      case .malformed: ext = ""
-      }
-      let clean = ext.lowercased()
-      return clean.isEmpty || clean.count > 8 || !clean.allSatisfy({ $0.isLetter || $0.isNumber }) ? nil : clean
-    }()
+    // Only images of a trusted format are saved, under the extension of the format their bytes
+    // are: never a name the server or the URL chose (.php, .html, .svg).
+    guard let format = ImageFormat.sniff(input.bytes.prefix(64)), ImageFormat.trustedDecodable.contains(format) else {
+      let found = ImageFormat.sniff(input.bytes.prefix(64)).map { "\($0.rawValue) data" } ?? "not an image of a known format"
+      throw PipelineError(
+        .unsupportedFormat,
+        "\(input.source) is \(found); save keeps only JPEG, PNG, GIF, WebP, TIFF, HEIF and AVIF images",
+        source: input.source.description)
+    }
     let name = template.replacingOccurrences(of: "{name}", with: input.source.name)
-      .replacingOccurrences(of: "{ext}", with: sniffed ?? own ?? "bin")
+      .replacingOccurrences(of: "{ext}", with: format.fileExtension)
     if let problem = Writer.problems(in: name).first {
       throw PipelineError(.writeFailed, "cannot write \(name): \(problem)", source: input.source.description)
     }
     let path = (directory as NSString).appendingPathComponent(name)
+    try claims?.claim(path, source: input.source, variant: context.variant, template: template)
     try await context.blocking {
       do {
         try AtomicFile.write(input.bytes, to: path)

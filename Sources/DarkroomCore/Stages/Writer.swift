@@ -16,13 +16,19 @@ public struct Writer: Stage, ContextSensitiveStage {
   public var directory: String
   public var template: String
   public var overwrite: Bool
+  /// The batch's record of which input wrote which file: with it, a second input mapped onto a
+  /// file already written for another fails instead of overwriting it (``OutputClaims``).
+  public var claims: OutputClaims?
 
   public static let defaultTemplate = "{name}.{ext}"
 
-  public init(directory: String = ".", template: String = Writer.defaultTemplate, overwrite: Bool = true) {
+  public init(
+    directory: String = ".", template: String = Writer.defaultTemplate, overwrite: Bool = true, claims: OutputClaims? = nil
+  ) {
     self.directory = directory
     self.template = template
     self.overwrite = overwrite
+    self.claims = claims
   }
 
   public var identifier: String { "write(\(directory),\(template)\(overwrite ? "" : ",keep"))" }
@@ -69,6 +75,7 @@ public struct Writer: Stage, ContextSensitiveStage {
       throw PipelineError(.writeFailed, "cannot write \(name): \(problem)", source: image.source.description)
     }
     let path = (directory as NSString).appendingPathComponent(name)
+    try claims?.claim(path, source: image.source, variant: context.variant, template: template)
     let overwrite = self.overwrite
     try await context.blocking {
       let manager = FileManager.default

@@ -115,15 +115,30 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     return "/" + parts.joined(separator: "/")
   }
 
-  /// The base name without extension, used for output file names (`{name}`).
+  /// The name outputs get instead of the base name (see ``name``).
+  private var outputName: String?
+
+  /// The base name without extension, used for output file names (`{name}`): characters other
+  /// than letters, digits, `-`, `_` and `.` become `_`. Setting it names the outputs otherwise
+  /// (the runner does, to tell apart inputs whose names would collide); what is set is cleaned the
+  /// same way.
   public var name: String {
+    get { outputName ?? baseName }
+    set { outputName = ImageSource.cleaned(newValue) }
+  }
+
+  private var baseName: String {
     let last: String
     switch location {
     case .file(let path): last = (path as NSString).lastPathComponent
     case .malformed: last = "image"
     case .url(let url): last = url.lastPathComponent.isEmpty ? (url.host ?? "image") : url.lastPathComponent
     }
-    let stem = (last as NSString).deletingPathExtension
+    return ImageSource.cleaned((last as NSString).deletingPathExtension)
+  }
+
+  /// `stem` with characters other than letters, digits, `-`, `_` and `.` as `_` (`image` when empty).
+  static func cleaned(_ stem: String) -> String {
     let cleaned = stem.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }
     return cleaned.isEmpty ? "image" : String(cleaned)
   }

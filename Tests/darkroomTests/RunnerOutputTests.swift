@@ -1,0 +1,101 @@
+import DarkroomCore
+import Foundation
+import Testing
+
+/// Outputs of a batch: distinct inputs never overwrite each other, a cache hit keeps its input's
+/// name, and an input given twice runs once.
+@Suite("Runner outputs", .serialized, .timeLimit(.minutes(3)))
+struct RunnerOutputTests {
+  /// A folder of inputs whose names collide once extensions are dropped, folders flattened and
+  /// characters cleaned; each file has its own content (its own size after resizing).
+  func collidingInputs() throws -> (folder: String, files: [String]) {
+    let folder = try Runner.temporaryDirectory()
+    try FileManager.default.createDirectory(atPath: folder + "/in/sub", withIntermediateDirectories: true)
+    let images = Runner.package.path + "/Examples/images/"
+    let files = [
+      ("a.jpg", "dunes.jpg"), ("a.png", "rings.png"), ("A.webp", "checker.webp"), ("sub/a.jpg", "portrait-rotated.jpg"),
+      ("a b.jpg", "portrait-rotated.jpg"), ("a_b.jpg", "dunes.jpg"), ("a-jpg.png", "rings.png"),
+    ]
+    for (name, original) in files {
+      try FileManager.default.copyItem(atPath: images + original, toPath: folder + "/in/" + name)
+    }
+    return (folder, files.map(\.0))
+  }
+
+  @Test("every distinct input gets its own output, whatever its name; the run says done N for N files written")
+  func distinctInputsDistinctOutputs() throws {
+    let (folder, files) = try collidingInputs()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    for pipeline in ["Examples/pipelines/thumbnail.json", "Examples/pipelines/avatar-sizes.json"] {
+      let output = folder + "/out-" + (pipeline as NSString).lastPathComponent
+      let run = try Runner.run(["run", pipeline, folder + "/in", "--recursive", "--output", output])
+      #expect(run.status == 0, "\(run.stderr)")
+      #expect(run.stderr.contains("done \(files.count), failed 0"), "\(run.stderr)")
+      let written = try FileManager.default.contentsOfDirectory(atPath: output)
+      let perInput = pipeline.hasSuffix("avatar-sizes.json") ? 3 : 1
+      #expect(written.count == files.count * perInput, "\(written.sorted())")
+      #expect(Set(written.map { $0.lowercased() }).count == written.count, "no two names differ only by case")
+    }
+  }
+
+  @Test("a template that maps two inputs onto one file fails the second, counted in the summary; the first output stays")
+  func templateCollisionFails() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let pipeline = folder + "/fixed.json"
+    try Data(
+      #"{"version": 1, "name": "fixed", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 40}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "one.{ext}"}]}"#
+        .utf8
+    ).write(to: URL(fileURLWithPath: pipeline))
+    let run = try Runner.run([
+      "run", pipeline, "Examples/images/dunes.jpg", "Examples/images/rings.png", "--output", folder + "/out", "--jobs", "1",
+    ])
+    #expect(run.status == 1)
+    #expect(run.stderr.contains("done 1, failed 1"), "\(run.stderr)")
+    #expect(run.stderr.contains("writeFailed") && run.stderr.contains("was already written in this run for"), "\(run.stderr)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out") == ["one.png"])
+  }
+
+  @Test("an input given twice is run once")
+  func repeatedInputRunsOnce() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let run = try Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", "Examples/images",
+      Runner.package.path + "/Examples/images/dunes.jpg", "--output", folder, "--events", "jsonl",
+    ])
+    #expect(run.status == 0, "\(run.stderr)")
+    #expect(run.stderr.contains("done 4, failed 0") && run.stderr.contains("2 inputs were given more than once"), "\(run.stderr)")
+    let started = run.stdout.split(separator: "\n").filter { $0.contains("\"event\":\"started\"") }
+    #expect(started.count == 4)
+  }
+
+  @Test("a cache hit writes its output under its own input's name, however unusual, never under another's")
+  func cacheHitsKeepNames() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    try FileManager.default.createDirectory(atPath: folder + "/in", withIntermediateDirectories: true)
+    let names = ["weird name #1.jpg", "ümlaut.png", "a%20b.jpg", "file:x.jpg", "http:y.jpg", "x\u{1F}y.jpg", ".hidden-not.jpg"]
+    let images = [
+      "dunes.jpg", "rings.png", "portrait-rotated.jpg", "dunes.jpg", "rings.png", "portrait-rotated.jpg", "dunes.jpg",
+    ]
+    for (name, image) in zip(names, images) {
+      try FileManager.default.copyItem(atPath: Runner.package.path + "/Examples/images/" + image, toPath: folder + "/in/" + name)
+    }
+    let inputs = names.map { folder + "/in/" + $0 }
+    func run(_ output: String) throws -> [String: Data] {
+      let result = try Runner.run(
+        ["run", "Examples/pipelines/cached-thumbnail.json"] + inputs + ["--output", output, "--cache-dir", folder + "/cache"])
+      #expect(result.status == 0, "\(result.stderr)")
+      var contents: [String: Data] = [:]
+      for name in try FileManager.default.contentsOfDirectory(atPath: output) {
+        contents[name] = try Data(contentsOf: URL(fileURLWithPath: output + "/" + name))
+      }
+      return contents
+    }
+    let first = try run(folder + "/first")
+    let second = try run(folder + "/second")  // every image from the disk cache
+    #expect(first.count == names.count)
+    #expect(first == second)
+  }
+}
