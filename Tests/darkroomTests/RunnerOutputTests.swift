@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomHTTPTestServer
 import Foundation
 import Testing
 
@@ -97,5 +98,31 @@ struct RunnerOutputTests {
     let second = try run(folder + "/second")  // every image from the disk cache
     #expect(first.count == names.count)
     #expect(first == second)
+  }
+}
+
+extension RunnerOutputTests {
+  @Test("a fetch-only mirror saves only images, under the extension of the format the bytes are, never one the server chose")
+  func mirrorSavesOnlyImages() async throws {
+    let jpeg = try Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/dunes.jpg"))
+    let png = try Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/rings.png"))
+    let server = try await TestHTTPServer.start(routes: [
+      "/shell.php": .ok(body: Array(jpeg), contentType: "application/x-httpd-php"),
+      "/photo.html": .ok(body: Array(png), contentType: "text/html"),
+      "/page.jpg": .ok(body: Array("<html><script>alert(1)</script></html>".utf8), contentType: "image/jpeg"),
+      "/vector.jpg": .ok(body: Array(#"<svg xmlns="http://www.w3.org/2000/svg"><script/></svg>"#.utf8), contentType: "image/svg+xml"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let pipeline = folder + "/mirror.json"
+    try Data(#"{"version": 1, "stages": [{"stage": "fetch", "allowHosts": ["127.0.0.1"], "retries": 0}]}"#.utf8).write(
+      to: URL(fileURLWithPath: pipeline))
+    let urls = ["/shell.php", "/photo.html", "/page.jpg", "/vector.jpg"].map { server.url($0) }
+    let run = try Runner.run(["run", pipeline] + urls + ["--output", folder + "/out", "--jobs", "1"])
+    #expect(run.status == 1)
+    #expect(run.stderr.contains("done 2, failed 2"), "\(run.stderr)")
+    #expect(run.stderr.contains("unsupportedFormat"), "\(run.stderr)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out").sorted() == ["photo.png", "shell.jpg"])
   }
 }
