@@ -23,6 +23,9 @@ final class CurlTransfer: @unchecked Sendable {
   var headers: [String: String] = [:]
   var exceededLimit = false
   var forbidden: String?
+  /// Bytes of header lines of the current response; past ``maxHeaderBytes`` the transfer stops.
+  private var headerBytes = 0
+  var headersTooLarge = false
   private var lastProgress = ContinuousClock.now
 
   private let cancelFlag = Atomic<Bool>(false)
@@ -124,7 +127,21 @@ final class CurlTransfer: @unchecked Sendable {
     return true
   }
 
-  fileprivate func header(_ line: String) { CurlTransfer.parseHeader(line, into: &headers) }
+  /// The most bytes of response header lines kept for one response (libcurl's own limit for a
+  /// single header is the same); a response with more fails instead of growing memory.
+  static let maxHeaderBytes = 100 * 1024
+
+  /// Takes one header line; false (stop the transfer) once the response's headers pass the limit.
+  fileprivate func header(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    if bytes.starts(with: "HTTP/".utf8) { headerBytes = 0 }
+    headerBytes += bytes.count
+    guard headerBytes <= Self.maxHeaderBytes else {
+      headersTooLarge = true
+      return false
+    }
+    CurlTransfer.parseHeader(String(decoding: bytes, as: UTF8.self), into: &headers)
+    return true
+  }
 
   /// One header line as libcurl hands it over: a status line starts a new response (after a
   /// redirect or a 100 Continue); `name: value` lines are kept by lower-cased name, repeated names
@@ -170,6 +187,10 @@ struct CurlOutcome: Sendable {
   var exceededLimit: Bool
   var forbidden: String?
   var cancelled: Bool
+  /// Whether the response's headers passed ``CurlTransfer/maxHeaderBytes`` (or libcurl's limit).
+  var headersTooLarge = false
+  /// Whether a connection to the server was made (a timeout before it is a connect timeout).
+  var connected = true
 }
 
 extension CurlTransfer {
@@ -180,9 +201,15 @@ extension CurlTransfer {
     var pointer: UnsafePointer<CChar>?
     let effective =
       dr_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK ? pointer.map { String(cString: $0) } : nil
+    // libcurl refuses one header line of more than 100 KB as "out of memory" (nothing else in a
+    // transfer runs it out of memory before the body).
+    let oversizedHeader = code == CURLE_OUT_OF_MEMORY && headerBytes > 0 && body.count == 0
+    var connectMicroseconds: curl_off_t = 0
+    let connected = dr_getinfo_off(easy, CURLINFO_CONNECT_TIME_T, &connectMicroseconds) != CURLE_OK || connectMicroseconds > 0
     return CurlOutcome(
       code: code, status: status, headers: headers, body: body.take(), errorText: errorText, effectiveURL: effective,
-      exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled)
+      exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled,
+      headersTooLarge: headersTooLarge || oversizedHeader, connected: connected)
   }
 }
 
@@ -202,8 +229,7 @@ private let curlWrite: dr_data_callback = { data, size, count, user in
 private let curlHeader: dr_data_callback = { data, size, count, user in
   guard let transfer = transfer(user), let data else { return 0 }
   let length = size * count
-  transfer.header(String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self))
-  return length
+  return transfer.header(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
 }
 
 private let curlProgress: dr_progress_callback = { user, total, now, _, _ in

@@ -26,6 +26,12 @@ struct HTTPOutcomeClassifier {
         .forbiddenDestination,
         "refused to connect for \(shown): \(forbidden); allow it with allowHosts if this is intended")
     }
+    if outcome.headersTooLarge {
+      return fail(
+        .fetchFailed,
+        "the response headers are too large for \(shown): more than \(CurlTransfer.maxHeaderBytes) bytes of headers (a broken or hostile server)"
+      )
+    }
     if outcome.exceededLimit || outcome.code == CURLE_FILESIZE_EXCEEDED {
       return fail(.tooLarge, "\(shown) is larger than the limit of \(options.maxBytes) bytes (maxBytes)")
     }
@@ -33,12 +39,13 @@ struct HTTPOutcomeClassifier {
     case CURLE_OK: return response(outcome)
     case CURLE_OPERATION_TIMEDOUT:
       let slow = cause.text.contains("too slow")
-      return fail(
-        .timedOut,
+      let message =
         slow
-          ? "\(shown) arrived slower than \(options.lowSpeedLimit) bytes/s for \(options.lowSpeedTime) (lowSpeedLimit, lowSpeedTime)"
-          : "fetching \(shown) took longer than \(options.timeout) (timeout): \(cause.text)",
-        retryable: true)
+        ? "\(shown) arrived slower than \(options.lowSpeedLimit) bytes/s for \(options.lowSpeedTime) (lowSpeedLimit, lowSpeedTime)"
+        : !outcome.connected
+          ? "connecting to the server of \(shown) took longer than \(options.connectTimeout) (connectTimeout): \(cause.text)"
+          : "fetching \(shown) took longer than \(options.timeout) (timeout): \(cause.text)"
+      return fail(.timedOut, message, retryable: true)
     case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
       return fail(.invalidInput, "\(shown) is not a URL that can be fetched: \(cause.text)")
     case CURLE_COULDNT_RESOLVE_HOST:

@@ -1,12 +1,27 @@
 import Darkroom
 import Foundation
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Turns command-line inputs into sources: files as they are, folders into their image files
 /// (sorted), `file://` and other URLs into URL sources.
+///
+/// Folders are read with `readdir(3)`, name by name as bytes: a name that is not valid UTF-8 (which
+/// Foundation would turn into another name, one that does not exist) is not taken but reported as
+/// a problem that says so. Hidden names (starting with `.`) are skipped, and symlinked folders are
+/// not descended into with `--recursive` (a loop cannot make the walk endless).
 struct InputExpander {
   var recursive: Bool
 
   static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "gif", "webp", "tif", "tiff", "heic", "heif", "avif"]
+
+  /// Inputs that cannot be run, each with why (shown as failures and counted).
+  struct Problem: Sendable {
+    var input: String
+    var message: String
+  }
 
   /// Reads an input list: one URL or path per line, blank lines and `#` comments skipped; `-`
   /// reads standard input.
@@ -18,29 +33,58 @@ struct InputExpander {
     .filter { !$0.isEmpty && !$0.hasPrefix("#") }
   }
 
-  func expand(_ inputs: [String]) -> [ImageSource] {
-    inputs.flatMap { input -> [ImageSource] in
+  func expand(_ inputs: [String]) -> (sources: [ImageSource], problems: [Problem]) {
+    var sources: [ImageSource] = []
+    var problems: [Problem] = []
+    for input in inputs {
       let source = ImageSource(input)
-      guard case .file(let path) = source.location else { return [source] }
+      guard case .file(let path) = source.location else {
+        sources.append(source)
+        continue
+      }
       var isDirectory: ObjCBool = false
       guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
-        return [source]
+        if input.unicodeScalars.contains("\u{FFFD}"), !FileManager.default.fileExists(atPath: path) {
+          problems.append(Problem(input: input, message: Self.notUTF8))
+        } else {
+          sources.append(source)
+        }
+        continue
       }
-      return files(in: path).map { ImageSource(path: $0) }
+      walk(path, depth: 0, into: &sources, problems: &problems)
     }
+    return (sources, problems)
   }
 
-  private func files(in folder: String) -> [String] {
-    let manager = FileManager.default
-    let names: [String]
-    if recursive {
-      names = (manager.enumerator(atPath: folder)?.allObjects as? [String]) ?? []
-    } else {
-      names = (try? manager.contentsOfDirectory(atPath: folder)) ?? []
+  static let notUTF8 = "invalidInput: the file name is not valid UTF-8, so it cannot be named exactly; rename it (convmv can)"
+
+  /// Adds the image files of `folder` (and of its subfolders with `recursive`), sorted by name.
+  private func walk(_ folder: String, depth: Int, into sources: inout [ImageSource], problems: inout [Problem]) {
+    guard let directory = opendir(folder) else { return }
+    defer { closedir(directory) }
+    var entries: [(name: String, isDirectory: Bool)] = []
+    while let entry = readdir(directory) {
+      let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix(while: { $0 != 0 })) }
+      guard let first = bytes.first, first != UInt8(ascii: ".") else { continue }
+      guard let name = String(validating: bytes, as: UTF8.self) else {
+        let shown = String(decoding: bytes, as: UTF8.self)
+        problems.append(Problem(input: (folder as NSString).appendingPathComponent(shown), message: Self.notUTF8))
+        continue
+      }
+      var isDirectory = entry.pointee.d_type == UInt8(DT_DIR)
+      if entry.pointee.d_type == UInt8(DT_UNKNOWN) {  // some file systems do not say: ask, without following links
+        var status = stat()
+        isDirectory = lstat((folder as NSString).appendingPathComponent(name), &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+      }
+      entries.append((name, isDirectory))
     }
-    return names.filter { name in
-      !name.split(separator: "/").contains { $0.hasPrefix(".") }
-        && InputExpander.imageExtensions.contains((name as NSString).pathExtension.lowercased())
-    }.sorted().map { (folder as NSString).appendingPathComponent($0) }
+    for entry in entries.sorted(by: { $0.name < $1.name }) {
+      let path = (folder as NSString).appendingPathComponent(entry.name)
+      if entry.isDirectory {
+        if recursive, depth < 64 { walk(path, depth: depth + 1, into: &sources, problems: &problems) }
+      } else if InputExpander.imageExtensions.contains((entry.name as NSString).pathExtension.lowercased()) {
+        sources.append(ImageSource(path: path))
+      }
+    }
   }
 }

@@ -149,13 +149,18 @@ struct RunCommand: AsyncParsableCommand {
     // The memory store sheds half its entries whenever the cgroup runs short of memory.
     let pressureMonitor = MemoryStore.shared.trimOnMemoryPressure()
     defer { pressureMonitor.stop() }
-    let (distinct, repeated) = OutputNaming.distinct(InputExpander(recursive: recursive).expand(inputs + listed))
+    let expanded = InputExpander(recursive: recursive).expand(inputs + listed)
+    for problem in expanded.problems { Terminal.error("failed: \(Terminal.printable(problem.input)): \(problem.message)") }
+    let (distinct, repeated) = OutputNaming.distinct(expanded.sources)
     let sources = OutputNaming.disambiguated(distinct)
     if repeated > 0, !quiet {
       Terminal.error("note: \(repeated) input\(repeated == 1 ? " was" : "s were") given more than once; each is run once")
     }
     if sources.isEmpty {
-      Terminal.error("error: no inputs: the given folders hold no image files, or the input list is empty")
+      Terminal.error(
+        expanded.problems.isEmpty
+          ? "error: no inputs: the given folders hold no image files, or the input list is empty"
+          : "error: no input can be run")
       throw ExitStatus.inputsFailed
     }
     // A pipeline ending with "encode" (or only fetching) gets a default write stage: outputs land
@@ -205,7 +210,8 @@ struct RunCommand: AsyncParsableCommand {
     // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
     // cancelled; the summary says what was done, failed, cancelled and not started.
     let signals = StopSignals()
-    let report = await runner.run(sources, signals: signals)
+    var report = await runner.run(sources, signals: signals)
+    report.failed += expanded.problems.count
     if let status = signals.exitStatus {
       AtomicFile.removeTemporaries()
       if !signals.cancelRequested { await Notifiers.shared.closeAll() }

@@ -3,6 +3,10 @@ import DarkroomHTTPTestServer
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Outputs of a batch: distinct inputs never overwrite each other, a cache hit keeps its input's
 /// name, and an input given twice runs once.
 @Suite("Runner outputs", .serialized, .timeLimit(.minutes(3)))
@@ -110,7 +114,8 @@ extension RunnerOutputTests {
       "/shell.php": .ok(body: Array(jpeg), contentType: "application/x-httpd-php"),
       "/photo.html": .ok(body: Array(png), contentType: "text/html"),
       "/page.jpg": .ok(body: Array("<html><script>alert(1)</script></html>".utf8), contentType: "image/jpeg"),
-      "/vector.jpg": .ok(body: Array(#"<svg xmlns="http://www.w3.org/2000/svg"><script/></svg>"#.utf8), contentType: "image/svg+xml"),
+      "/vector.jpg": .ok(
+        body: Array(#"<svg xmlns="http://www.w3.org/2000/svg"><script/></svg>"#.utf8), contentType: "image/svg+xml"),
     ])
     defer { Task { try? await server.shutdown() } }
     let folder = try Runner.temporaryDirectory()
@@ -124,5 +129,35 @@ extension RunnerOutputTests {
     #expect(run.stderr.contains("done 2, failed 2"), "\(run.stderr)")
     #expect(run.stderr.contains("unsupportedFormat"), "\(run.stderr)")
     #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out").sorted() == ["photo.png", "shell.jpg"])
+  }
+}
+
+extension RunnerOutputTests {
+  @Test("file names that are not UTF-8, or whose output name passes 255 bytes, fail with the right code and say why")
+  func unusualFileNames() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let inputs = folder + "/in"
+    try FileManager.default.createDirectory(atPath: inputs, withIntermediateDirectories: true)
+    let png = try Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/rings.png"))
+    // A name of raw bytes (Latin-1 "café.png"), made with open(2): Foundation cannot spell it.
+    let raw: [UInt8] = Array((inputs + "/caf").utf8) + [0xE9] + Array(".png".utf8) + [0]
+    let descriptor = raw.withUnsafeBufferPointer { buffer in
+      buffer.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_EXCL, 0o644) }
+    }
+    try #require(descriptor >= 0)
+    _ = png.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    close(descriptor)
+    // 250 bytes of name: the input fits, "-thumb.jpg" does not.
+    let long = String(repeating: "é", count: 121) + "long"
+    try png.write(to: URL(fileURLWithPath: inputs + "/" + long + ".png"))
+    let fits = String(repeating: "n", count: 240)
+    try png.write(to: URL(fileURLWithPath: inputs + "/" + fits + ".png"))
+    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
+    #expect(run.status == 1)
+    #expect(run.stderr.contains("done 1, failed 2"), "\(run.stderr)")
+    #expect(run.stderr.contains("invalidInput: the file name is not valid UTF-8"), "\(run.stderr)")
+    #expect(run.stderr.contains("writeFailed") && run.stderr.contains("over the file system's limit of 255"), "\(run.stderr)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out") == [fits + "-thumb.jpg"])
   }
 }

@@ -6,7 +6,7 @@ import Foundation
 
 extension AtomicFile {
   /// The temporary files being written right now, so that a process stopping early can remove
-  /// them (``removeTemporaries()``) instead of leaving `.NAME.N.tmp` files beside its outputs.
+  /// them (``removeTemporaries()``) instead of leaving temporary files beside its outputs (`.darkroom-N.tmp`).
   static let inProgress = Protected<Set<String>>([])
 
   /// Removes every temporary file a write in this process has not finished yet; returns how many.

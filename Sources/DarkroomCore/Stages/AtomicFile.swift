@@ -18,8 +18,18 @@ public enum AtomicFile {
   /// Writes `bytes` to `path`, creating missing directories.
   public static func write(_ bytes: ImageBytes, to path: String) throws {
     let folder = (path as NSString).deletingLastPathComponent
-    let name = (path as NSString).lastPathComponent
-    let temporary = (folder.isEmpty ? "" : folder + "/") + ".\(name).\(UInt32.random(in: 0...UInt32.max)).tmp"
+    if let long = path.split(separator: "/").first(where: { $0.utf8.count > maxNameBytes }) {
+      throw NSError(
+        domain: NSPOSIXErrorDomain, code: Int(ENAMETOOLONG),
+        userInfo: [
+          NSLocalizedDescriptionKey:
+            "the name \"\(long.prefix(40))…\" is \(long.utf8.count) bytes, over the file system's limit of \(maxNameBytes): "
+            + "shorten the input's name or the template"
+        ])
+    }
+    // A short temporary name: one built from the target's name would pass the file system's
+    // 255-byte limit before the target does.
+    let temporary = (folder.isEmpty ? "" : folder + "/") + ".darkroom-\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
     var descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
     if descriptor < 0, errno == ENOENT, !folder.isEmpty {
       // Missing directories are created on demand, not checked before every file.
@@ -53,6 +63,9 @@ public enum AtomicFile {
       throw error
     }
   }
+
+  /// The longest file name (one path component) Linux file systems take, in bytes (NAME_MAX).
+  public static let maxNameBytes = 255
 
   /// An error carrying `errno`, described as "message: reason" (or just the reason).
   private static func posixError(_ message: String, code: Int32 = errno) -> NSError {

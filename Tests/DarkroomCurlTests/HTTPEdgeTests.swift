@@ -1,0 +1,69 @@
+import Darkroom
+import DarkroomHTTPTestServer
+import DarkroomTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Errors at the network's edges tell the truth: which limit was hit, with the right code.
+extension HTTPTransportTests {
+  @Test("a server that never completes the connection is a connect timeout, named as such, not the transfer timeout")
+  func connectTimeoutIsNamed() async throws {
+    // A listening socket with a full accept queue: the kernel drops further SYNs, so connecting
+    // to it waits until the client gives up — a real connect timeout on loopback.
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(listener) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 0) == 0 }
+    }
+    try #require(bound)
+    _ = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+    }
+    let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(filler) }
+    let filled = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) == 0 }
+    }
+    try #require(filled)
+    let port = Int(UInt16(bigEndian: address.sin_port))
+    let harness = HTTPHarness {
+      $0.retries = 0
+      $0.connectTimeout = .milliseconds(500)
+      $0.timeout = .seconds(30)
+    }
+    let clock = ContinuousClock()
+    let started = clock.now
+    let result = await harness.fetch("http://127.0.0.1:\(port)/x.jpg")
+    #expect(result.errorCode == .timedOut)
+    guard case .failure(let error) = result else { return }
+    #expect(error.message.contains("(connectTimeout)"), "\(error.message)")
+    #expect(clock.now - started < .seconds(10))
+  }
+
+  @Test("a response header of 200 KB fails clearly as fetchFailed saying the headers are too large, without retrying")
+  func hugeResponseHeader() async throws {
+    let big = String(repeating: "a", count: 200_000)
+    let server = try await TestHTTPServer.start(routes: [
+      "/big-header.jpg": .headers(.ok(body: image, contentType: "image/jpeg"), [("X-Big", big)]),
+      "/many-headers.jpg": .headers(
+        .ok(body: image, contentType: "image/jpeg"), (0..<4000).map { ("X-H\($0)", String(repeating: "b", count: 60)) }),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let harness = HTTPHarness()
+    for path in ["/big-header.jpg", "/many-headers.jpg"] {
+      let result = await harness.fetch(server.url(path))
+      #expect(result.errorCode == .fetchFailed, "\(path): \(result)")
+      guard case .failure(let error) = result else { continue }
+      #expect(error.message.contains("response headers are too large"), "\(path): \(error.message)")
+      #expect(server.requestCount(path) == 1, "not retried")
+    }
+  }
+}
