@@ -4,7 +4,7 @@ OUT ?= out
 BENCH_DIR ?= /tmp/darkroom-bench
 SHARED ?= $(abspath ../shared)
 
-.PHONY: deps demo test test-tsan test-asan bench build release link-order validate docs-stages format clean fuzz fuzz-build fuzz-smoke
+.PHONY: deps demo test test-tsan test-asan bench build release link-order validate docs-stages format clean fuzz fuzz-build fuzz-smoke fuzz-cli
 
 deps:
 	@scripts/install-deps.sh
@@ -66,6 +66,11 @@ fuzz: fuzz-build
 
 fuzz-smoke: fuzz-build
 	scripts/fuzz.sh smoke
+
+## fuzz-cli: the runner's command line and input file names, against the real binary, FUZZ_TIME
+## seconds (scripts/fuzz_cli.py); failing inputs are kept in Tests/FuzzRegressions/cli
+fuzz-cli: build
+	python3 scripts/fuzz_cli.py $(CURDIR)/.build/debug/darkroom $(FUZZ_TIME) --seed $$(date +%s) --keep Tests/FuzzRegressions/cli
 
 ## test-tsan / test-asan: the suite under ThreadSanitizer / AddressSanitizer (own build folders)
 test-tsan: deps

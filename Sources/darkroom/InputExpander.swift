@@ -23,14 +23,33 @@ struct InputExpander {
     var message: String
   }
 
+  /// The largest input list read (64 MiB: about a million URLs).
+  static let maxListBytes = 64 << 20
+
   /// Reads an input list: one URL or path per line, blank lines and `#` comments skipped; `-`
-  /// reads standard input.
+  /// reads standard input. Only a regular file (or standard input) is read, and at most
+  /// ``maxListBytes`` of it: a device or a FIFO is refused instead of read for ever.
   static func readList(_ path: String) throws -> [String] {
-    let data = path == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: path))
+    let data: Data
+    do {
+      data =
+        try path == "-"
+        ? BoundedFileReader.read(descriptor: 0, limit: maxListBytes) : BoundedFileReader.read(path, limit: maxListBytes)
+    } catch {
+      switch error {
+      case .tooLarge: throw ListError(description: "it is over \(maxListBytes >> 20) MiB; split it into several lists")
+      case .notRegular: throw ListError(description: "it is not a regular file (give a file, or - for standard input)")
+      case .system: throw ListError(description: error.description)
+      }
+    }
     return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map {
       $0.trimmingCharacters(in: .whitespaces)
     }
     .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+  }
+
+  struct ListError: Error, CustomStringConvertible {
+    var description: String
   }
 
   func expand(_ inputs: [String]) -> (sources: [ImageSource], problems: [Problem]) {

@@ -142,7 +142,7 @@ struct RunCommand: AsyncParsableCommand {
       do {
         listed = try InputExpander.readList(inputList)
       } catch {
-        Terminal.error("error: cannot read the input list \(inputList): \(error.localizedDescription)")
+        Terminal.error("error: cannot read the input list \(Terminal.printable(inputList)): \(error)")
         throw ExitCode.validationFailure
       }
     }

@@ -42,4 +42,14 @@ struct FuzzReplayTests {
     let count = Int(result.stdout.split(separator: " ").dropFirst().first ?? "") ?? 0
     #expect(count > 0 && result.stdout.contains("no crash"), "\(result.stdout)")
   }
+
+  @Test("the command-line fuzzer's kept reproducers (scripts/fuzz_cli.py) all end by themselves with a usage status")
+  func replayCommandLines() throws {
+    let result = try Runner.capture(
+      executable: "/usr/bin/env",
+      arguments: ["python3", "scripts/fuzz_cli.py", Runner.executable, "--replay", "Tests/FuzzRegressions/cli"])
+    #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+    #expect(result.stdout.contains("replayed") && result.stdout.contains(", 0 failed"), "\(result.stdout)")
+    #expect(!result.stdout.contains("replayed 0 "), "\(result.stdout)")
+  }
 }

@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Loads pipelines from JSON: parses, validates everything, and builds the stage graph.
 ///
 /// Nothing runs until the whole definition is valid. Every problem is reported at once, each with
@@ -43,19 +47,19 @@ public enum PipelineDefinition {
   static func readDefinition(_ path: String) throws(PipelineError) -> (text: String, stem: String) {
     let data: Data
     do {
-      let attributes = try FileManager.default.attributesOfItem(atPath: path)
-      if let size = attributes[.size] as? Int, size > maxFileBytes {
-        throw PipelineError(.invalidDefinition, "\(path) is \(size) bytes; pipeline files are limited to \(maxFileBytes) bytes")
-      }
-      data = try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch let error as PipelineError {
-      throw error
+      data = try BoundedFileReader.read(path, limit: maxFileBytes)
     } catch {
-      let missing = !FileManager.default.fileExists(atPath: path)
-      throw PipelineError(
-        missing ? .notFound : .accessDenied,
-        missing ? "pipeline file \(path) does not exist" : "cannot read pipeline file \(path)",
-        source: path, cause: error)
+      switch error {
+      case .tooLarge:
+        throw PipelineError(.invalidDefinition, "\(path) is over \(maxFileBytes) bytes; pipeline files are limited to that")
+      case .notRegular:
+        throw PipelineError(.invalidDefinition, "\(path) is not a regular file; give a pipeline JSON file", source: path)
+      case .system(let code):
+        let missing = code == ENOENT
+        throw PipelineError(
+          missing ? .notFound : .accessDenied,
+          missing ? "pipeline file \(path) does not exist" : "cannot read pipeline file \(path): \(error)", source: path)
+      }
     }
     guard let text = String(data: data, encoding: .utf8) else {
       throw PipelineError(.invalidDefinition, "\(path) is not UTF-8 text; a pipeline file is JSON", source: path)
