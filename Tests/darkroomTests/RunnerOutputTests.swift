@@ -161,3 +161,22 @@ extension RunnerOutputTests {
     #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out") == [fits + "-thumb.jpg"])
   }
 }
+
+extension RunnerOutputTests {
+  @Test("cache purge finds a file's entries however its path is spelled (relative, absolute, with ..)")
+  func purgeByAnySpelling() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let pipeline = "Examples/pipelines/cached-thumbnail.json"
+    let cache = ["--cache-dir", folder + "/cache"]
+    let spellings = [
+      "Examples/images/rings.png", Runner.package.path + "/Examples/images/rings.png", "./Examples/pipelines/../images/rings.png",
+    ]
+    for (index, spelling) in spellings.enumerated() {
+      let run = try Runner.run(["run", pipeline, "Examples/images/rings.png", "--output", folder + "/out"] + cache)
+      #expect(run.status == 0, "\(run.stderr)")
+      let purge = try Runner.run(["cache", "purge", pipeline, spelling] + cache)
+      #expect(purge.stdout.contains(": 1 entry removed"), "spelling \(index): \(purge.stdout)\(purge.stderr)")
+    }
+  }
+}
