@@ -19,7 +19,13 @@ struct ResponseFacts: Sendable {
 
   /// Facts inherited from a cache entry a run resumed from (no fetch ran).
   init(entry: CacheEntry, now: Date) {
-    freshness = entry.expiresAt.map { .lifetime(.seconds(max(0, $0.timeIntervalSince(now)))) } ?? .unspecified
+    // Clamped to a century: an expiry read from a store is a number from a file.
+    let century = 100 * 365.25 * 86_400
+    freshness =
+      entry.expiresAt.map { expiry in
+        let left = expiry.timeIntervalSince(now)
+        return .lifetime(.seconds(left.isFinite ? min(max(0, left), century) : 0))
+      } ?? .unspecified
     validators = entry.validators
   }
 

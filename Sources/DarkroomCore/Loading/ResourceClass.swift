@@ -115,8 +115,9 @@ public final class ResourceClass: @unchecked Sendable {
   private func admitLocked() -> [CheckedContinuation<Void, any Error>] {
     var started: [CheckedContinuation<Void, any Error>] = []
     while active < maximum {
-      guard let priority = LoadPriority.allCases.reversed().first(where: { !(queues[$0]?.isEmpty ?? true) }) else { break }
-      let waiter = queues[priority]!.removeFirst()
+      guard let priority = LoadPriority.allCases.reversed().first(where: { !(queues[$0]?.isEmpty ?? true) }),
+        let waiter = queues[priority]?.removeFirst()
+      else { break }
       take()
       started.append(waiter.continuation)
     }

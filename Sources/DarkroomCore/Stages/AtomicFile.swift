@@ -42,8 +42,8 @@ public enum AtomicFile {
     var written = 0
     var failure: Int32 = 0  // the errno of the first failing write or close
     bytes.withUnsafeBytes { buffer in
-      while written < buffer.count {
-        let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+      while written < buffer.count, let base = buffer.baseAddress {
+        let count = Glibc.write(descriptor, base + written, buffer.count - written)
         if count < 0 {
           if errno == EINTR { continue }
           failure = errno
