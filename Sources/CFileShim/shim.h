@@ -41,3 +41,19 @@ static inline int dr_openat2(int dirfd, const char *path, uint64_t flags, uint64
   return -1;
 #endif
 }
+
+/// renameat2(2) with RENAME_EXCHANGE: atomically swaps two paths (tests use it to race folders
+/// against symlinks). Returns 0, or -1 with errno set.
+static inline int dr_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+#ifdef __linux__
+  return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 2 /* RENAME_EXCHANGE */);
+#else
+  (void)olddirfd;
+  (void)oldpath;
+  (void)newdirfd;
+  (void)newpath;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+

@@ -1,3 +1,4 @@
+import CFileShim
 import DarkroomCore
 import DarkroomTesting
 import Foundation
@@ -36,18 +37,16 @@ struct RootConfinementTests {
   }
 
   /// Starts a thread that swaps the folder at `path` with the symlink at `path + ".link"` as fast
-  /// as it can (rename the folder away, the link in, and back), until the returned function is
-  /// called; that function waits for the thread and returns how many swaps it made.
+  /// as it can, atomically (`renameat2(RENAME_EXCHANGE)`: the path always exists, as a folder or
+  /// as the link), until the returned function is called; that function waits for the thread and
+  /// returns how many swaps it made.
   func startSwapping(_ path: String) -> @Sendable () -> Int {
     let stop = Locked(false)
     let swaps = Locked(0)
     let done = DispatchSemaphore(value: 0)
     let swapper = Thread {
       while !stop.value {
-        _ = rename(path, path + ".real")
-        _ = rename(path + ".link", path)
-        _ = rename(path, path + ".link")
-        _ = rename(path + ".real", path)
+        guard dr_rename_exchange(AT_FDCWD, path, AT_FDCWD, path + ".link") == 0 else { break }
         swaps.set(swaps.value + 1)
       }
       done.signal()
@@ -168,5 +167,39 @@ struct RootConfinementTests {
     } else {
       Issue.record("read under a missing root")
     }
+  }
+
+  @Test("outputs are written beneath the output directory: a subfolder swapped for a symlink never sends a write outside")
+  func outputSubfolderRace() throws {
+    let output = folder + "/output"
+    let outside = folder + "/elsewhere"
+    let stopSwapping = try startRace(swapping: output + "/thumbs", with: outside)
+    var written = 0
+    for index in 0..<300 {
+      if (try? AtomicFile.write(ImageBytes(Data("new".utf8)), named: "thumbs/\(index).jpg", in: output)) != nil {
+        written += 1
+      }
+    }
+    #expect(stopSwapping() > 0)
+    let leaked = try FileManager.default.contentsOfDirectory(atPath: outside).filter { $0 != "photo.jpg" }
+    #expect(leaked.isEmpty, "written outside the output directory: \(leaked.prefix(5))")
+    #expect(try String(contentsOfFile: outside + "/photo.jpg", encoding: .utf8) == "OUTSIDE")
+    print("output race: \(written) of 300 written inside")
+  }
+
+  @Test("a symlinked subfolder of the output directory is refused; overwrite off refuses existing names")
+  func outputSymlink() throws {
+    let output = folder + "/output"
+    try write("x", to: folder + "/elsewhere/keep.txt")
+    try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+    try FileManager.default.createSymbolicLink(atPath: output + "/link", withDestinationPath: folder + "/elsewhere")
+    #expect(throws: NSError.self) { try AtomicFile.write(ImageBytes(Data("a".utf8)), named: "link/a.jpg", in: output) }
+    #expect(!FileManager.default.fileExists(atPath: folder + "/elsewhere/a.jpg"))
+    try AtomicFile.write(ImageBytes(Data("a".utf8)), named: "new/deeper/a.jpg", in: output)
+    #expect(try String(contentsOfFile: output + "/new/deeper/a.jpg", encoding: .utf8) == "a")
+    #expect(throws: NSError.self) {
+      try AtomicFile.write(ImageBytes(Data("b".utf8)), named: "new/deeper/a.jpg", in: output, overwrite: false)
+    }
+    #expect(throws: NSError.self) { try AtomicFile.write(ImageBytes(Data("c".utf8)), named: "../c.jpg", in: output) }
   }
 }

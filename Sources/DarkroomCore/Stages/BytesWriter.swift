@@ -46,7 +46,7 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
     let path = (directory as NSString).appendingPathComponent(name)
     try await context.blocking {
       do {
-        try AtomicFile.write(input.bytes, to: path)
+        try AtomicFile.write(input.bytes, named: name, in: directory)
       } catch {
         throw PipelineError(
           .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: input.source.description, cause: error)
