@@ -38,10 +38,13 @@ let package = Package(
     ),
     .target(name: "CCurlShim", dependencies: ["CCurl"]),
     .target(name: "DarkroomCurl", dependencies: ["DarkroomCore", "CCurl", "CCurlShim"], swiftSettings: strict),
+    // openat2(2) for FileTransport (syscall(2) is variadic, so Swift cannot call it).
+    .systemLibrary(name: "CFileShim"),
     .target(
       name: "DarkroomCore",
       dependencies: [
-        .product(name: "HeapModule", package: "swift-collections"), .product(name: "Crypto", package: "swift-crypto"),
+        "CFileShim", .product(name: "HeapModule", package: "swift-collections"),
+        .product(name: "Crypto", package: "swift-crypto"),
       ],
       swiftSettings: strict),
     .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),

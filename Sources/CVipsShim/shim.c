@@ -2,7 +2,10 @@
 
 #include <tiffio.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 static __thread char last_warning[512];
 
@@ -72,11 +75,81 @@ int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, dou
   return -1;
 }
 
-int dr_load_file(DrFormat format, const char *path, int shrink, double scale, int thumbnail, VipsFailOn fail_on,
-                 int sequential, VipsImage **out) {
+/* A VipsSourceCustom reading a descriptor with pread(2): the loader never sees a file name or a
+ * descriptor, so it cannot map the file (vips_source_map() of a custom source reads it into
+ * memory). A mapped file that another process truncates raises SIGBUS on the next access. */
+typedef struct {
+  int fd;            /* our own duplicate, closed with the source */
+  gint64 length;     /* bytes past this (a file that grew) are never read */
+  gint64 position;
+} DrDescriptorReader;
+
+static gint64 dr_reader_read(VipsSourceCustom *source, void *buffer, gint64 length, gpointer data) {
+  (void)source;
+  DrDescriptorReader *reader = data;
+  if (length <= 0 || reader->position >= reader->length) return 0;
+  if (length > reader->length - reader->position) length = reader->length - reader->position;
+  for (;;) {
+    ssize_t got = pread(reader->fd, buffer, (size_t)length, (off_t)reader->position);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      vips_error("darkroom", "reading the file failed: %s", strerror(errno));
+      return -1;
+    }
+    reader->position += got;
+    return got; /* 0 when the file was cut short: the loader reports it truncated */
+  }
+}
+
+static gint64 dr_reader_seek(VipsSourceCustom *source, gint64 offset, int whence, gpointer data) {
+  (void)source;
+  DrDescriptorReader *reader = data;
+  gint64 base;
+  switch (whence) {
+  case SEEK_SET: base = 0; break;
+  case SEEK_CUR: base = reader->position; break;
+  case SEEK_END: base = reader->length; break;
+  default: return -1;
+  }
+  if ((offset > 0 && base > G_MAXINT64 - offset) || base + offset < 0) return -1;
+  reader->position = base + offset;
+  return reader->position;
+}
+
+static void dr_reader_free(gpointer data) {
+  DrDescriptorReader *reader = data;
+  close(reader->fd);
+  g_free(reader);
+}
+
+int dr_load_descriptor(DrFormat format, int fd, size_t length, int shrink, double scale, int thumbnail, VipsFailOn fail_on,
+                       int sequential, VipsImage **out) {
+  (void)scale;     /* WebP only */
+  (void)thumbnail; /* HEIF only */
   VipsAccess access = sequential ? VIPS_ACCESS_SEQUENTIAL : VIPS_ACCESS_RANDOM;
-  VipsSource *source = vips_source_new_from_file(path);
-  if (!source) return -1;
+  if (length > (size_t)G_MAXINT64) {
+    vips_error("darkroom", "the file is too large");
+    return -1;
+  }
+  int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) {
+    vips_error("darkroom", "cannot duplicate the file descriptor: %s", strerror(errno));
+    return -1;
+  }
+  VipsSourceCustom *custom = vips_source_custom_new();
+  if (!custom) {
+    close(own);
+    return -1;
+  }
+  DrDescriptorReader *reader = g_new0(DrDescriptorReader, 1);
+  reader->fd = own;
+  reader->length = (gint64)length;
+  reader->position = 0;
+  /* Freed (and the duplicate closed) when the source goes, after the last image reading it. */
+  g_object_set_data_full(G_OBJECT(custom), "darkroom-reader", reader, dr_reader_free);
+  g_signal_connect(custom, "read", G_CALLBACK(dr_reader_read), reader);
+  g_signal_connect(custom, "seek", G_CALLBACK(dr_reader_seek), reader);
+  VipsSource *source = VIPS_SOURCE(custom);
   int result = -1;
   switch (format) {
   case DR_FORMAT_JPEG:
@@ -86,24 +159,15 @@ int dr_load_file(DrFormat format, const char *path, int shrink, double scale, in
   case DR_FORMAT_PNG:
     result = vips_pngload_source(source, out, "access", access, "fail_on", fail_on, "unlimited", FALSE, NULL);
     break;
-  case DR_FORMAT_GIF:
-    result = vips_gifload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, NULL);
-    break;
-  case DR_FORMAT_WEBP:
-    result = vips_webpload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, "scale",
-                                  scale > 0 ? scale : 1.0, NULL);
-    break;
   case DR_FORMAT_TIFF:
     result = vips_tiffload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, NULL);
     break;
-  case DR_FORMAT_HEIF:
-    result = vips_heifload_source(source, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, "thumbnail",
-                                  thumbnail ? TRUE : FALSE, "unlimited", FALSE, NULL);
-    break;
   default:
-    vips_error("darkroom", "unknown format %d", (int)format);
+    /* GIF and WebP loaders want the whole file (they map it); libheif asserts (SIGABRT) when the
+     * file gets shorter than it was at the header. Their bytes are handed over in memory. */
+    vips_error("darkroom", "format %d is not decoded from a file", (int)format);
   }
-  g_object_unref(source);  // the image holds its own reference while it reads
+  g_object_unref(custom); /* the image holds its own reference while it reads */
   return result;
 }
 

@@ -42,14 +42,14 @@ struct StreamingDecodeTests {
     #expect(Self.largeJPEG.count > FileTransport.streamingThreshold)
     let path = try TestImages.write(Self.largeJPEG, named: "large.jpg", in: folder)
     let fetched = try await fetch(path)
-    #expect(fetched.bytes.streamingPath != nil, "read into memory")
+    #expect(fetched.bytes.streamingDescriptor != nil, "read into memory")
     #expect(fetched.bytes.count == Self.largeJPEG.count)
     #expect(fetched.contentType == "image/jpeg")
     let inMemory = FetchedData(source: fetched.source, bytes: ImageBytes(Self.largeJPEG.data))
     let fromFile = try await thumbnail(fetched)
     let fromMemory = try await thumbnail(inMemory)
     #expect(fromFile.bytes == fromMemory.bytes)
-    #expect(fetched.bytes.streamingPath != nil, "the decode read the whole file into memory")
+    #expect(fetched.bytes.streamingDescriptor != nil, "the decode read the whole file into memory")
     // A full decode (no shrink on load) too.
     let full = try Decoder().decode(fetched).materializedForTest()
     let reference = try Decoder().decode(inMemory).materializedForTest()
@@ -60,7 +60,7 @@ struct StreamingDecodeTests {
   func smallFilesInMemory() async throws {
     let path = try TestImages.write(try TestImages.encoded(.jpeg(), width: 64, height: 48), named: "small.jpg", in: folder)
     let fetched = try await fetch(path)
-    #expect(fetched.bytes.streamingPath == nil)
+    #expect(fetched.bytes.streamingDescriptor == nil)
   }
 
   @Test("the file that was checked is the file that is read, whatever happens to its path")
@@ -84,7 +84,7 @@ struct StreamingDecodeTests {
     #expect(cut.count > FileTransport.streamingThreshold)
     let path = try TestImages.write(cut, named: "cut.jpg", in: folder)
     let fetched = try await fetch(path)
-    #expect(fetched.bytes.streamingPath != nil)
+    #expect(fetched.bytes.streamingDescriptor != nil)
     await #expect {
       _ = try await thumbnail(fetched)
     } throws: { error in
@@ -100,13 +100,13 @@ struct StreamingDecodeTests {
     var held: [FetchedData] = []
     for _ in 0..<(ImageBytes.maxOpenFiles + 5) { held.append(try await fetch(path)) }
     #expect(ImageBytes.openFiles <= ImageBytes.maxOpenFiles)
-    #expect(held.filter { $0.bytes.streamingPath != nil }.count <= ImageBytes.maxOpenFiles)
+    #expect(held.filter { $0.bytes.streamingDescriptor != nil }.count <= ImageBytes.maxOpenFiles)
     let inMemory = try #require(held.last)
-    #expect(inMemory.bytes.streamingPath == nil)
+    #expect(inMemory.bytes.streamingDescriptor == nil)
     #expect(inMemory.bytes == Self.largeJPEG)
     held.removeAll()
     #expect(ImageBytes.openFiles == 0)
-    #expect(try await fetch(path).bytes.streamingPath != nil)
+    #expect(try await fetch(path).bytes.streamingDescriptor != nil)
   }
 
   @Test("concurrent decodes of one large file at different sizes do not disturb one another")

@@ -36,10 +36,13 @@ const char *dr_version(void);
 int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, double scale, int thumbnail,
                    VipsFailOn fail_on, int sequential, VipsImage **out);
 
-// As dr_load_buffer, but the format's loader reads the file at `path` itself, a little at a time
-// (a VipsSource), so the compressed bytes are never all in memory.
-int dr_load_file(DrFormat format, const char *path, int shrink, double scale, int thumbnail, VipsFailOn fail_on,
-                 int sequential, VipsImage **out);
+// As dr_load_buffer, but the loader reads the first `length` bytes of the open file `fd` itself, a
+// little at a time, so the compressed bytes are never all in memory. Only JPEG, PNG and TIFF,
+// whose loaders read through vips_source_read: the loader gets a custom source (pread on a
+// duplicate of `fd`, closed with the source), never a path or a descriptor it could map, so a
+// file truncated by another process during the decode is a read error, never SIGBUS.
+int dr_load_descriptor(DrFormat format, int fd, size_t length, int shrink, double scale, int thumbnail,
+                       VipsFailOn fail_on, int sequential, VipsImage **out);
 
 // TIFF layouts libvips 8.14 cannot decode — tiled images with separate colour planes ("tiled
 // separate planes not supported") — read through libtiff's RGBA interface instead.

@@ -50,7 +50,7 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
     try claims?.claim(path, source: input.source, variant: context.variant, template: template)
     try await context.blocking {
       do {
-        try AtomicFile.write(input.bytes, to: path)
+        try AtomicFile.write(input.bytes, named: name, in: directory)
       } catch {
         throw PipelineError(
           .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: input.source.description, cause: error)

@@ -1,4 +1,6 @@
+import CFileShim
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -8,9 +10,21 @@ import Foundation
 
 /// Reads local files for the ``Fetcher``: plain paths and `file://` URLs.
 ///
-/// The path is resolved (symlinks included) before the root check, so a link pointing outside
-/// the root is refused like a `../` path. The size is checked before reading, and the read stops
-/// at `maxBytes` even if the file grows meanwhile. Reading runs on the blocking pool.
+/// With roots set, the source must lie inside every root, and the file is opened *beneath* the
+/// roots: the path is resolved (symlinks and `..`) to decide whether it is inside, and the kernel
+/// then opens exactly that resolved path, component by component from a descriptor of the
+/// innermost root, refusing any symbolic link met on the way (`openat2(2)` with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or an `openat` walk with `O_NOFOLLOW` where the
+/// kernel lacks it). A folder swapped for a symlink between the check and the open therefore
+/// fails the read instead of leading outside. Symlinks that stay inside the root keep working,
+/// because the check resolves them before the open.
+///
+/// The size is checked before reading, and the read stops at `maxBytes` even if the file grows
+/// meanwhile. Reading runs on the blocking pool.
+///
+/// ```swift
+/// let fetch = Fetcher(root: "/srv/uploads")   // FileTransport serves its file paths
+/// ```
 public struct FileTransport: FetchTransport {
   public let schemes: Set<String> = ["file"]
 
@@ -23,32 +37,21 @@ public struct FileTransport: FetchTransport {
     return try await context.blocking { try FileTransport.read(path: path, source: source, limits: limits) }
   }
 
+  /// O_NONBLOCK: opening a FIFO or device must not hang a pool thread (it is refused after fstat).
+  static let readFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK
+
   static func read(path: String, source: ImageSource, limits: FetchLimits) throws -> FetchedData {
     let shown = source.description
     guard !path.isEmpty else { throw PipelineError(.invalidInput, "the source path is empty", source: shown) }
-    guard let resolved = realPath(path) else {
-      let code: PipelineError.Code = errno == EACCES ? .accessDenied : .notFound
-      let reason = code == .notFound ? "does not exist" : "cannot be reached (permission denied)"
-      throw PipelineError(code, "\(path) \(reason)", source: shown, cause: posixCause())
-    }
-    for root in limits.roots {
-      guard let resolvedRoot = realPath(root) else {
-        throw PipelineError(.accessDenied, "the allowed root \(root) does not exist", source: shown)
-      }
-      let prefix = resolvedRoot.hasSuffix("/") ? resolvedRoot : resolvedRoot + "/"
-      guard resolved.hasPrefix(prefix) else {
-        throw PipelineError(
-          .accessDenied,
-          "\(path) resolves to \(resolved), outside the allowed root \(resolvedRoot): only files inside it may be read",
-          source: shown)
-      }
-    }
-    // O_NONBLOCK: opening a FIFO or device must not hang a pool thread (it is refused below);
-    // O_NOFOLLOW: the resolved path must not have become a symlink since it was checked.
-    let descriptor = open(resolved, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-    guard descriptor >= 0 else {
-      let code: PipelineError.Code = errno == EACCES || errno == EPERM ? .accessDenied : .fetchFailed
-      throw PipelineError(code, "cannot open \(path): \(String(cString: strerror(errno)))", source: shown, cause: posixCause())
+    let descriptor: Int32
+    let resolved: String
+    if limits.roots.isEmpty {
+      // No confinement: any path the process can read, symlinks followed.
+      descriptor = open(path, readFlags)
+      guard descriptor >= 0 else { throw openError(path, shown: shown) }
+      resolved = realPath("/proc/self/fd/\(descriptor)") ?? path
+    } else {
+      (descriptor, resolved) = try openConfined(path, roots: limits.roots, shown: shown)
     }
     var keepOpen = false
     defer { if !keepOpen { close(descriptor) } }
@@ -101,6 +104,172 @@ public struct FileTransport: FetchTransport {
     return FetchedData(
       source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
       metadata: ["path": resolved, "size": String(filled)])
+  }
+
+  /// Opens `path` for reading beneath every root, returning the descriptor and the resolved path.
+  ///
+  /// The roots and the path are resolved with `realpath(3)` to decide whether the path is inside
+  /// them (a path that escapes, by `..` or through a symlink, is refused here with the resolved
+  /// path in the message). Then the outermost root is opened, each inner root beneath the one
+  /// around it, and the file beneath the innermost, each by the resolved relative path with no
+  /// symlink allowed: whatever changes on disk after the check, the file opened is inside them.
+  static func openConfined(_ path: String, roots: [String], shown: String) throws -> (Int32, String) {
+    guard let resolved = realPath(path) else {
+      let code: PipelineError.Code = errno == EACCES ? .accessDenied : .notFound
+      let reason = code == .notFound ? "does not exist" : "cannot be reached (permission denied)"
+      throw PipelineError(code, "\(path) \(reason)", source: shown, cause: posixCause())
+    }
+    var resolvedRoots: [String] = []
+    for root in roots {
+      guard let resolvedRoot = realPath(root) else {
+        throw PipelineError(.accessDenied, "the allowed root \(root) does not exist", source: shown)
+      }
+      guard relative(resolved, beneath: resolvedRoot) != nil else {
+        throw PipelineError(
+          .accessDenied,
+          "\(path) resolves to \(resolved), outside the allowed root \(resolvedRoot): only files inside it may be read",
+          source: shown)
+      }
+      resolvedRoots.append(resolvedRoot)
+    }
+    // Every root is a prefix of the same resolved path, so they nest: shortest is outermost.
+    let chain = Set(resolvedRoots).sorted { $0.utf8.count < $1.utf8.count }
+    guard let outermost = chain.first else { throw PipelineError(.accessDenied, "no allowed root", source: shown) }
+    var directory = open(outermost, O_RDONLY | O_CLOEXEC | O_DIRECTORY | DR_O_PATH)
+    guard directory >= 0 else {
+      throw PipelineError(
+        .accessDenied, "the allowed root \(outermost) cannot be opened: \(String(cString: strerror(errno)))",
+        source: shown, cause: posixCause())
+    }
+    defer { close(directory) }
+    var outer = outermost
+    for inner in chain.dropFirst() {
+      guard let step = relative(inner, beneath: outer) else {
+        throw PipelineError(.accessDenied, "the allowed root \(inner) is not inside \(outer)", source: shown)
+      }
+      let next = openBeneath(directory, step, flags: O_RDONLY | O_CLOEXEC | O_DIRECTORY | DR_O_PATH)
+      guard next >= 0 else {
+        throw PipelineError(
+          .accessDenied,
+          "the allowed root \(inner) cannot be opened inside \(outer) (\(String(cString: strerror(errno)))): "
+            + "a folder on its path may have been replaced by a symbolic link",
+          source: shown, cause: posixCause())
+      }
+      close(directory)
+      directory = next
+      outer = inner
+    }
+    guard let step = relative(resolved, beneath: outer) else {
+      throw PipelineError(
+        .accessDenied, "\(path) resolves to \(resolved), outside the allowed root \(outer)", source: shown)
+    }
+    let descriptor = openBeneath(directory, step, flags: readFlags)
+    guard descriptor >= 0 else {
+      switch errno {
+      case ELOOP, EXDEV:
+        throw PipelineError(
+          .accessDenied,
+          "\(path) was not read: a folder on its path, or the file itself, became a symbolic link after it was "
+            + "checked against the allowed root \(outer) (only the checked path is opened)",
+          source: shown, cause: posixCause())
+      case ENOTDIR:
+        throw PipelineError(
+          .notFound, "\(path) does not exist (a folder on its path is no longer a folder)", source: shown,
+          cause: posixCause())
+      default:
+        throw openError(path, shown: shown)
+      }
+    }
+    return (descriptor, resolved)
+  }
+
+  /// `path` relative to `root` when it lies strictly inside it (both resolved), else `nil`.
+  static func relative(_ path: String, beneath root: String) -> String? {
+    let prefix = root.hasSuffix("/") ? root : root + "/"
+    guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count else { return nil }
+    return String(path.dropFirst(prefix.count))
+  }
+
+  /// Set once `openat2(2)` has answered ENOSYS: the walk is used from then on.
+  private static let openat2Missing = Atomic<Bool>(false)
+
+  /// Opens the relative `path` beneath `directory` with `flags`, following no symbolic link and
+  /// never leaving `directory`: `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or
+  /// (kernels before 5.6, sandboxes that hide the call) a walk of `openat` calls with
+  /// `O_NOFOLLOW`, one component at a time. Returns -1 with `errno` set on failure: `ELOOP` for a
+  /// symlink, `EXDEV` for a `..` that would leave `directory`.
+  static func openBeneath(_ directory: Int32, _ path: String, flags: Int32) -> Int32 {
+    if !openat2Missing.load(ordering: .relaxed) {
+      let resolve = UInt64(DR_RESOLVE_BENEATH | DR_RESOLVE_NO_SYMLINKS | DR_RESOLVE_NO_MAGICLINKS)
+      var attempts = 0
+      while true {
+        let descriptor = dr_openat2(directory, path, UInt64(UInt32(bitPattern: flags)), resolve)
+        if descriptor >= 0 { return descriptor }
+        // EAGAIN: the kernel saw a concurrent rename and could not prove the walk stayed beneath.
+        if errno == EAGAIN || errno == EINTR, attempts < 8 {
+          attempts += 1
+          continue
+        }
+        if errno == ENOSYS {
+          openat2Missing.store(true, ordering: .relaxed)
+          break
+        }
+        // EPERM can be a seccomp filter refusing openat2 itself; the walk is as strict.
+        if errno != EPERM { return -1 }
+        break
+      }
+    }
+    return walkBeneath(directory, path, flags: flags)
+  }
+
+  /// The fallback of ``openBeneath(_:_:flags:)``: each folder is opened with
+  /// `O_PATH | O_NOFOLLOW` from the previous one and must be a folder (a symlink is refused with
+  /// `ELOOP`), and the last component is opened with `O_NOFOLLOW`.
+  static func walkBeneath(_ directory: Int32, _ path: String, flags: Int32) -> Int32 {
+    let components = path.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
+    guard let last = components.last else {
+      errno = ENOENT
+      return -1
+    }
+    if components.contains("..") {
+      errno = EXDEV  // resolved paths have none; refusing keeps the walk beneath `directory`
+      return -1
+    }
+    var current = directory
+    defer { if current != directory { close(current) } }
+    for component in components.dropLast() {
+      let next = openat(current, String(component), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | DR_O_PATH)
+      guard next >= 0 else { return -1 }
+      var status = stat()
+      guard fstat(next, &status) == 0 else {
+        let saved = errno
+        close(next)
+        errno = saved
+        return -1
+      }
+      guard status.st_mode & S_IFMT == S_IFDIR else {
+        close(next)
+        errno = status.st_mode & S_IFMT == S_IFLNK ? ELOOP : ENOTDIR
+        return -1
+      }
+      if current != directory { close(current) }
+      current = next
+    }
+    return openat(current, String(last), flags | O_NOFOLLOW)
+  }
+
+  /// The typed error for a failed `open` of `path` (errno set).
+  static func openError(_ path: String, shown: String) -> PipelineError {
+    let reason = String(cString: strerror(errno))
+    switch errno {
+    case ENOENT:
+      return PipelineError(.notFound, "\(path) does not exist", source: shown, cause: posixCause())
+    case EACCES, EPERM:
+      return PipelineError(
+        .accessDenied, "\(path) cannot be read (permission denied)", source: shown, cause: posixCause())
+    default:
+      return PipelineError(.fetchFailed, "cannot open \(path): \(reason)", source: shown, cause: posixCause())
+    }
   }
 
   /// Files at least this large (1 MiB) are read by the decoder from the file, not into memory.

@@ -78,16 +78,11 @@ public struct Writer: Stage, ContextSensitiveStage {
     try claims?.claim(path, source: image.source, variant: context.variant, template: template)
     let overwrite = self.overwrite
     try await context.blocking {
-      let manager = FileManager.default
-      let folder = (path as NSString).deletingLastPathComponent
       do {
-        try manager.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        if !overwrite, manager.fileExists(atPath: path) {
-          throw PipelineError(.writeFailed, "\(path) exists and overwrite is off", source: image.source.description)
-        }
-        try AtomicFile.write(image.bytes, to: path)
-      } catch let error as PipelineError {
-        throw error
+        // Beneath the directory: no symlink inside it is followed (see AtomicFile).
+        try AtomicFile.write(image.bytes, named: name, in: directory, overwrite: overwrite)
+      } catch let error as NSError where !overwrite && error.domain == NSPOSIXErrorDomain && error.code == Int(EEXIST) {
+        throw PipelineError(.writeFailed, "\(path) exists and overwrite is off", source: image.source.description)
       } catch {
         throw PipelineError(
           .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: image.source.description, cause: error)

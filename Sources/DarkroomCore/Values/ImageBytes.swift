@@ -13,8 +13,8 @@ import Synchronization
 /// freed when the last reference goes.
 ///
 /// The bytes of a large local file can stay in the file (``init(openFile:count:)``): a decoder
-/// then reads the file itself through ``streamingPath``, a few kilobytes at a time, as libvips
-/// does for files, and memory never holds the whole compressed image. The first call that needs
+/// then reads the file itself through ``streamingDescriptor``, a few kilobytes at a time, and
+/// memory never holds the whole compressed image. The first call that needs
 /// them all (``withUnsafeBytes(_:)``, ``baseAddress``, ``data``, equality) reads them into
 /// memory once; ``prefix(_:)`` and ``withUnsafeHead(_:_:)`` read only the start.
 ///
@@ -86,12 +86,39 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
     }
   }
 
-  /// A path a library can open to read the same file, while the bytes are still only in the file
-  /// (`/proc/self/fd/N`: a fresh open of the file this object holds, with its own offset, so
-  /// concurrent readers do not disturb one another and a renamed or replaced path does not
-  /// matter). `nil` for bytes in memory. Keep this object alive while the path is in use.
+  /// The open file holding the bytes, while they are still only in the file; `nil` for bytes in
+  /// memory. A decoder reads the first ``count`` bytes with `pread(2)` (its own offset, so
+  /// concurrent readers do not disturb one another, and a renamed or replaced path does not
+  /// matter). Keep this object alive while the descriptor is in use, and do not close it.
+  ///
+  /// Never let a library memory-map this file: another process can truncate it at any time, and
+  /// touching a mapped page past the new end raises SIGBUS, which kills the whole process.
+  /// Darkroom's decoder hands libvips a custom source reading through the descriptor (no path, no
+  /// mappable descriptor), and only for formats whose loaders read in pieces.
+  ///
+  /// ```swift
+  /// if let descriptor = bytes.streamingDescriptor {
+  ///   var head = [UInt8](repeating: 0, count: 4)
+  ///   _ = pread(descriptor, &head, 4, 0)
+  /// }
+  /// ```
+  public var streamingDescriptor: Int32? {
+    lock.withLock { memory == nil ? descriptor : nil }
+  }
+
+  /// A path naming the same open file (`/proc/self/fd/N`), while the bytes are still only in the
+  /// file; `nil` for bytes in memory.
+  ///
+  /// Deprecated: a library given a path may memory-map the file (libvips' WebP and GIF loaders
+  /// do), and a file truncated by another process then kills the process with SIGBUS. Use
+  /// ``streamingDescriptor`` and read with `pread(2)`.
+  ///
+  /// ```swift
+  /// let streamed = bytes.streamingDescriptor != nil   // instead of streamingPath != nil
+  /// ```
+  @available(*, deprecated, message: "a path lets a library map the file (SIGBUS on truncation); use streamingDescriptor")
   public var streamingPath: String? {
-    lock.withLock { memory == nil ? descriptor.map { "/proc/self/fd/\($0)" } : nil }
+    streamingDescriptor.map { "/proc/self/fd/\($0)" }
   }
 
   /// The bytes in memory, reading the file the first time.

@@ -46,8 +46,20 @@ extension Decoder {
     return VipsImage(taking: out, keepAlive: [])
   }
 
-  /// Runs the format's own loader on the bytes (or, for a large local file, on the file itself);
-  /// the image keeps the bytes alive.
+  /// Whether a large local file of `format` is decoded from the file itself rather than read into
+  /// memory first: only formats whose libvips loaders read through `vips_source_read` and fail
+  /// cleanly on a short read (JPEG, PNG, TIFF). The WebP and GIF loaders map the whole file
+  /// (`vips_source_map`), and libheif asserts (SIGABRT) when the file becomes shorter than its
+  /// header said, so those are read into memory, bounded by `maxBytes`.
+  static func decodesFromFile(_ format: ImageFormat) -> Bool {
+    switch format {
+    case .jpeg, .png, .tiff: true
+    default: false
+    }
+  }
+
+  /// Runs the format's own loader on the bytes (or, for a large local JPEG, PNG or TIFF, on the
+  /// file itself through a source that cannot map it); the image keeps the bytes alive.
   static func load(
     _ format: ImageFormat, from bytes: ImageBytes, failOn: VipsFailOn? = nil, source: ImageSource, shrink: Int = 1,
     scale: Double = 1,
@@ -68,10 +80,13 @@ extension Decoder {
     Vips.takeWarning()  // forget warnings of earlier work on this thread
     let failOn = failOn ?? strictFailOn(for: format)
     let status: Int32
-    if let path = bytes.streamingPath {  // a large local file: the loader reads it in pieces
-      status = dr_load_file(
-        code, path, Int32(shrink), scale, thumbnail ? 1 : 0, failOn, sequential ? 1 : 0, &out)
+    if let descriptor = bytes.streamingDescriptor, Self.decodesFromFile(format) {
+      // A large local file: the loader reads it in pieces through a custom source (never a path
+      // or a mappable descriptor: a mapped file truncated by someone else raises SIGBUS).
+      status = dr_load_descriptor(
+        code, descriptor, bytes.count, Int32(shrink), scale, thumbnail ? 1 : 0, failOn, sequential ? 1 : 0, &out)
     } else {
+      // In memory, or read into memory now: a snapshot that nobody can change during the decode.
       status = dr_load_buffer(
         code, bytes.baseAddress, bytes.count, Int32(shrink), scale, thumbnail ? 1 : 0, failOn, sequential ? 1 : 0, &out)
     }

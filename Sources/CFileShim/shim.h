@@ -1,0 +1,59 @@
+// System calls DarkroomCore needs that Swift cannot call directly (syscall(2) is variadic).
+#pragma once
+
+#include <errno.h>
+#include <stdint.h>
+
+#ifdef __linux__
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437  // the same number on every architecture (Linux 5.6)
+#endif
+#endif
+
+// O_PATH (not exported to Swift without _GNU_SOURCE); the same value on x86-64 and arm64.
+#define DR_O_PATH 010000000
+
+// openat2(2) resolve flags.
+#define DR_RESOLVE_NO_MAGICLINKS 0x02
+#define DR_RESOLVE_NO_SYMLINKS 0x04
+#define DR_RESOLVE_BENEATH 0x08
+
+/// openat2(2): opens `path` relative to `dirfd` with `flags`, resolving it under the rules of
+/// `resolve` (DR_RESOLVE_*). Returns the descriptor, or -1 with errno set (ENOSYS where the
+/// kernel is older than 5.6 or a sandbox hides the call).
+static inline int dr_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve) {
+#ifdef __linux__
+  struct open_how how = {0};
+  how.flags = flags;
+  how.mode = 0;
+  how.resolve = resolve;
+  return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+#else
+  (void)dirfd;
+  (void)path;
+  (void)flags;
+  (void)resolve;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+/// renameat2(2) with RENAME_EXCHANGE: atomically swaps two paths (tests use it to race folders
+/// against symlinks). Returns 0, or -1 with errno set.
+static inline int dr_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+#ifdef __linux__
+  return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 2 /* RENAME_EXCHANGE */);
+#else
+  (void)olddirfd;
+  (void)oldpath;
+  (void)newdirfd;
+  (void)newpath;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
