@@ -53,7 +53,8 @@ public struct HTTPTransport: FetchTransport {
     }
     try Curl.initialize()
     var conditional: [String: String] = [:]
-    if let etag { conditional["If-None-Match"] = etag }
+    // A validator comes from a cache entry, a file: one that could not be a header is not sent.
+    if let etag, HTTPHeaderField.problem(name: "If-None-Match", value: etag) == nil { conditional["If-None-Match"] = etag }
     if let date { conditional["If-Modified-Since"] = HTTPDate.format(date) }
     var limited = options
     limited.maxBytes = maxBytes ?? options.maxBytes
@@ -79,6 +80,12 @@ public struct HTTPTransport: FetchTransport {
     _ url: URL, source: ImageSource, options limited: HTTPOptions, conditional: [String: String], upload: CurlTransfer.Upload?,
     progress: (@Sendable (Int, Int?) -> Void)?
   ) async throws -> FetchedData {
+    // Headers from pipeline files and from callers are sent only when they are headers.
+    for (name, value) in limited.headers.sorted(by: { $0.key < $1.key }) {
+      if let problem = HTTPHeaderField.problem(name: name, value: value) {
+        throw PipelineError(.invalidInput, "cannot send the request for \(source): \(problem)", source: source.description)
+      }
+    }
     let clock = ContinuousClock()
     let deadline = clock.now + limited.timeout * (limited.retries + 1)
     var attempt = 0

@@ -79,10 +79,11 @@ struct CacheCommand: AsyncParsableCommand {
     func run() async throws {
       let stores = try selection.stores()
       for text in sources {
-        let source = ImageSource(text)
+        // Stores record a file under its resolved path (symlinks and `..` resolved).
+        let source = try await BlockingPool.shared.run { ImageSource(text).resolved }
         var removed = 0
         for store in stores { removed += try await store.purge(source: source) }
-        print("\(source): \(removed) entr\(removed == 1 ? "y" : "ies") removed")
+        Terminal.out("\(Terminal.printable(text)): \(removed) entr\(removed == 1 ? "y" : "ies") removed")
       }
     }
   }

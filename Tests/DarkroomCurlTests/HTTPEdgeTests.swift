@@ -67,3 +67,37 @@ extension HTTPTransportTests {
     }
   }
 }
+
+extension HTTPTransportTests {
+  @Test("a header holding a line break, NUL or a non-token name is never sent: refused in pipeline files and at fetch time")
+  func headerInjection() async throws {
+    let server = try await TestHTTPServer.start(routes: ["/a.jpg": .ok(body: image, contentType: "image/jpeg")])
+    defer { Task { try? await server.shutdown() } }
+    let hostile: [(String, String)] = [
+      ("Referer", "https://a.example\r\nX-Injected: 1"), ("Referer", "a\nb"), ("Referer", "a\rb"), ("Referer", "a\u{0}b"),
+      ("X Space", "1"), ("X:Colon", "1"), ("", "1"), ("Bad\r\nName", "1"), ("X-Long", String(repeating: "v", count: 9000)),
+    ]
+    for (name, value) in hostile {
+      // Through the source (Swift callers, a server building headers from a request).
+      let harness = HTTPHarness()
+      let fetcher = Fetcher(transports: [HTTPTransport(options: harness.options)])
+      do {
+        _ = try await StageHarness().run(fetcher, on: ImageSource(server.url("/a.jpg"), headers: [name: value]))
+        Issue.record("sent \(name.debugDescription): \(value.prefix(40).debugDescription)")
+      } catch let error as PipelineError {
+        #expect(error.code == .invalidInput, "\(error)")
+      }
+      // Through a pipeline file.
+      let json = try JSONSerialization.data(withJSONObject: [
+        "version": 1, "stages": [["stage": "fetch", "headers": [name: value]]],
+      ])
+      #expect(throws: PipelineError.self) {
+        try PipelineDefinition.load(json: String(decoding: json, as: UTF8.self), registry: Darkroom.standardRegistry)
+      }
+    }
+    #expect(server.requestCount("/a.jpg") == 0)
+    // An ordinary header still goes through.
+    let fine = HTTPHarness { $0.headers = ["Referer": "https://a.example/\tpage", "X-Token_1.2": "v"] }
+    #expect(await fine.fetch(server.url("/a.jpg")).data != nil)
+  }
+}

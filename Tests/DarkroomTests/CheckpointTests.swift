@@ -100,6 +100,24 @@ struct CheckpointTests {
     try TestImages.encoded(.png(), width: 40, height: 80).data.write(to: URL(fileURLWithPath: path))
     let edited = try await pipeline.process(ImageSource(path: path))
     #expect(edited.height == 80, "the edited file's output, not the cached one")
+    // `link/..` is the parent of the link's target, not the folder holding the link: a path
+    // through it names another file, which gets its own entry (a textual `..` would share one).
+    try FileManager.default.createDirectory(atPath: folder + "/elsewhere/deep", withIntermediateDirectories: true)
+    try TestImages.encoded(.png(), width: 60, height: 60).data.write(to: URL(fileURLWithPath: folder + "/elsewhere/a.png"))
+    try FileManager.default.createSymbolicLink(atPath: folder + "/link", withDestinationPath: folder + "/elsewhere/deep")
+    let throughLink = try await pipeline.process(ImageSource(path: folder + "/link/../a.png"))
+    #expect(throughLink.height == 40, "elsewhere/a.png (60×60 → 40×40), not a.png (40×80)")
+    let loader = ImageLoader(configuration: ImageLoader.Configuration())
+    let uncached = Pipeline(name: "in-flight") {
+      Fetcher()
+      Decoder()
+      Resizer(width: 40)
+      Encoder(.png())
+    }
+    async let direct = loader.load(ImageSource(path: path), pipeline: uncached).value
+    async let linked = loader.load(ImageSource(path: folder + "/link/../a.png"), pipeline: uncached).value
+    let (one, two) = try await (direct, linked)
+    #expect(one.height == 80 && two.height == 40, "in flight, too")
     // Gone: the cached output is not served for a file that is not there.
     try FileManager.default.removeItem(atPath: path)
     await #expect(throws: PipelineError.self) { try await pipeline.process(ImageSource(path: path)) }

@@ -54,6 +54,11 @@ public struct FetchOptions: StageOptions {
           option: "allowSchemes[\(index)]", "unknown scheme \"\(scheme)\"; known: " + FetchOptions.schemes.joined(separator: ", ")
         ))
     }
+    for (name, value) in (headers ?? [:]).sorted(by: { $0.key < $1.key }) {
+      if let problem = HTTPHeaderField.problem(name: name, value: value) {
+        problems.append(OptionProblem(option: "headers.\(name)", problem))
+      }
+    }
     for (index, host) in (allowHosts ?? []).enumerated() where host.contains("/") && AddressRange(host) == nil {
       problems.append(OptionProblem(option: "allowHosts[\(index)]", "\"\(host)\" is not a valid CIDR range like \"10.0.0.0/8\""))
     }

@@ -58,6 +58,10 @@ extension CacheStore {
 public enum CacheKey {
   static let separator: Character = "\u{1F}"
 
+  /// The identity stores record for `source` (``ImageSource/resolved``), for purging: for a file,
+  /// its path with symlinks and `..` resolved. Reads the file system for files.
+  public static func purgeIdentity(of source: ImageSource) -> String { source.resolved.identity }
+
   /// The key of a checkpoint.
   public static func make(prefix: String, source identity: String, upstream: [String]) -> String {
     ([prefix, identity] + upstream).joined(separator: String(separator))
@@ -74,7 +78,8 @@ public enum CacheKey {
   /// ```
   public static func identity(of source: ImageSource) -> String? {
     guard case .file(let path) = source.location else { return source.requestIdentity }
-    return FileVersion(path: path).map { source.requestIdentity + "@" + $0.description }
+    guard let real = FileVersion.realPath(path), let version = FileVersion(path: real) else { return nil }
+    return ImageSource(path: real).requestIdentity + "@" + version.description
   }
 
   /// The source identity a key belongs to.

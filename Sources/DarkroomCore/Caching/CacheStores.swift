@@ -32,6 +32,8 @@ public final class CacheStores: @unchecked Sendable {
 
   /// Removes every cached variant of `source` from every store; returns the count per store.
   public func purge(source: ImageSource) async throws -> [String: Int] {
+    // A file's entries are recorded under its resolved path (symlinks and `..` resolved).
+    let source = try await BlockingPool.shared.run { source.resolved }
     var removed: [String: Int] = [:]
     for store in all { removed[store.name, default: 0] += try await store.purge(source: source) }
     return removed

@@ -29,6 +29,13 @@ struct FileVersion: Sendable, CustomStringConvertible {
     changed = (Int(status.st_ctim.tv_sec), Int(status.st_ctim.tv_nsec))
   }
 
+  /// `path` resolved by `realpath(3)` (symlinks and `..`), or `nil`.
+  static func realPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+
   var description: String {
     "\(device):\(inode):\(size):\(modified.seconds).\(modified.nanoseconds):\(changed.seconds).\(changed.nanoseconds)"
   }

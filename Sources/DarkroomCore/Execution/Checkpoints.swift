@@ -67,11 +67,16 @@ struct Checkpoints: Sendable {
       return Checkpoints(stages: stages, keys: [:], identity: "")
     }
     var keyIdentity = String(describing: input)
+    var purgeIdentity = String(describing: input)
     if let source {
       let isFile = if case .file = source.location { true } else { false }
-      let identity = isFile ? try await context.blocking { CacheKey.identity(of: source) } : CacheKey.identity(of: source)
-      guard let identity else { return Checkpoints(stages: stages, keys: [:], identity: source.identity) }
+      let found =
+        isFile
+        ? try await context.blocking { (CacheKey.identity(of: source), CacheKey.purgeIdentity(of: source)) }
+        : (CacheKey.identity(of: source), source.identity)
+      guard let identity = found.0 else { return Checkpoints(stages: stages, keys: [:], identity: source.identity) }
       keyIdentity = identity
+      purgeIdentity = found.1
     }
     var keys: [Int: String] = [:]
     for (index, stage) in stages.enumerated() {
@@ -79,7 +84,7 @@ struct Checkpoints: Sendable {
       let upstream = stages[..<index].filter { !($0.base is any CheckpointStage) }.map(\.cacheIdentifier)
       keys[index] = CacheKey.make(prefix: checkpoint.keyPrefix, source: keyIdentity, upstream: upstream)
     }
-    return Checkpoints(stages: stages, keys: keys, identity: source?.identity ?? String(describing: input))
+    return Checkpoints(stages: stages, keys: keys, identity: purgeIdentity)
   }
 
   private func checkpoint(at index: Int) -> (any CheckpointStage)? { stages[index].base as? any CheckpointStage }

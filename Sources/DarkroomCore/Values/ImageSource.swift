@@ -75,8 +75,10 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   }
 
   /// The source itself, unredacted: `file:` and the absolute path of a file (a relative path is
-  /// resolved against the working directory, `.` and `..` removed), or the full URL. Cache stores
-  /// record it so that ``CacheStore/purge(source:)`` finds every entry of a source.
+  /// made absolute against the working directory, `.` removed; `..` is kept, since what it means
+  /// depends on the symlinks before it), or the full URL. In-flight work is shared by it; cache
+  /// stores record ``resolved`` (symlinks and `..` resolved) so that
+  /// ``CacheStore/purge(source:)`` finds every entry of a file however its path was spelled.
   public var identity: String {
     switch location {
     case .file(let path): return "file:" + ImageSource.absolute(path)
@@ -98,21 +100,27 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     return identity + " headers:" + RequestDigest.headers(headers)
   }
 
-  /// `path` made absolute against the working directory, with `.`, `..` and `~` resolved (no
-  /// symlinks are followed: two links to one file are two identities, never one for two files).
+  /// `path` made absolute against the working directory, with `.` and repeated slashes removed.
+  /// `..` stays: `link/..` is the parent of the link's target, not the folder holding the link,
+  /// so removing it by text could name another file. `~` is a name like any other, as it is to
+  /// the fetch.
   static func absolute(_ path: String) -> String {
-    let expanded = (path as NSString).expandingTildeInPath
-    let full = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
-    var parts: [Substring] = []
-    for part in full.split(separator: "/", omittingEmptySubsequences: true) {
-      if part == "." { continue }
-      if part == ".." {
-        _ = parts.popLast()
-        continue
-      }
-      parts.append(part)
-    }
-    return "/" + parts.joined(separator: "/")
+    let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    return "/" + full.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }.joined(separator: "/")
+  }
+
+  /// The source with a local file's path resolved by the file system (`realpath(3)`: symlinks and
+  /// `..` resolved), as cache stores record it; other sources as they are, and a file that cannot
+  /// be resolved as it is. This reads the file system: call it off the cooperative pool.
+  ///
+  /// ```swift
+  /// try await CacheStores.shared.purge(source: ImageSource("./photos/../a.jpg"))   // resolves it
+  /// ```
+  public var resolved: ImageSource {
+    guard case .file(let path) = location, let real = FileVersion.realPath(path) else { return self }
+    var copy = self
+    copy.location = .file(path: real)
+    return copy
   }
 
   /// The name outputs get instead of the base name (see ``name``).
