@@ -52,6 +52,20 @@ struct ImageTableHardeningTests {
     var all: [PipelineError] { lock.withLock { errors } }
   }
 
+  /// Opens a table again. Retries briefly while it is "in use": a process spawned by another test
+  /// in this process holds a copy of the closed table's descriptor (and so its `flock`) between
+  /// its fork and its exec.
+  static func reopen(_ directory: String, _ format: ImageTableFormat, reset: Bool = false) throws -> ImageTable {
+    for attempt in 0... {
+      do {
+        return try ImageTable(directory: directory, format: format, resetOnMismatch: reset)
+      } catch let error as PipelineError where error.message.contains("in use") && attempt < 100 {
+        usleep(10_000)
+      }
+    }
+    throw PipelineError(.cacheUnavailable, "unreachable")
+  }
+
   static func entryHeaderOffset(_ slot: Int) -> Int { page + slot * entryHeader }
 
   /// A table file holding "a" (full size) and "b" (smaller), closed; returns its bytes and path.
@@ -97,11 +111,11 @@ struct ImageTableHardeningTests {
       let context = "byte \(offset) ^ \(mask)"
       let table: ImageTable
       do {
-        table = try ImageTable(directory: directory, format: format)
+        table = try Self.reopen(directory, format)
       } catch let error as PipelineError {
         // Only the header page decides whether the file is used at all.
         #expect(offset < Self.page && error.code == .cacheUnavailable, "\(context): \(error)")
-        #expect(try ImageTable(directory: directory, format: format, resetOnMismatch: true).count == 0, "\(context)")
+        #expect(try Self.reopen(directory, format, reset: true).count == 0, "\(context)")
         continue
       }
       #expect(offset >= Self.page, "\(context): a damaged header page was used")
@@ -156,7 +170,7 @@ struct ImageTableHardeningTests {
       var file = original
       file.replaceSubrange(start..<start + Self.entryHeader, with: offset == 0 ? changed : Self.sealed(changed))
       try Data(file).write(to: URL(fileURLWithPath: path))
-      let table = try ImageTable(directory: directory, format: format)
+      let table = try Self.reopen(directory, format)
       let failures = Failures()
       table.delegate = failures
       #expect(!table.exists("a") && table.retrieve("a") == nil, "\(name): used")
@@ -171,7 +185,7 @@ struct ImageTableHardeningTests {
       second.replaceSubrange(40..<42, with: [1, UInt8(ascii: "a")])
       file.replaceSubrange(start + Self.entryHeader..<start + 2 * Self.entryHeader, with: Self.sealed(second))
       try Data(file).write(to: URL(fileURLWithPath: path))
-      let table = try ImageTable(directory: directory, format: format)
+      let table = try Self.reopen(directory, format)
       #expect(table.count == 1)
     }
 
@@ -188,7 +202,7 @@ struct ImageTableHardeningTests {
       var file = original
       file.replaceSubrange(start..<start + Self.entryHeader, with: Self.sealed(changed))
       try Data(file).write(to: URL(fileURLWithPath: path))
-      let table = try ImageTable(directory: directory, format: format)
+      let table = try Self.reopen(directory, format)
       for info in table.entries {
         #expect((1...format.width).contains(info.width) && (1...format.height).contains(info.height))
         if let entry = table.retrieve(info.entityID) {
@@ -206,7 +220,7 @@ struct ImageTableHardeningTests {
     let (path, original) = try Self.sampleFile(in: directory, format: format)
     func reopen(_ bytes: [UInt8], reset: Bool = false) throws -> ImageTable {
       try Data(bytes).write(to: URL(fileURLWithPath: path))
-      return try ImageTable(directory: directory, format: format, resetOnMismatch: reset)
+      return try Self.reopen(directory, format, reset: reset)
     }
     // Version 1 (no header checksums): a cache, recreated even without reset.
     var older = original
@@ -281,7 +295,7 @@ struct ImageTableHardeningTests {
       }
       let reopened: ImageTable
       do {
-        reopened = try ImageTable(directory: directory, format: format)
+        reopened = try Self.reopen(directory, format)
       } catch {
         Issue.record("cut at \(cut): \(error)")
         continue
@@ -305,6 +319,23 @@ struct ImageTableHardeningTests {
     let a = try #require(table.retrieve("a"))
     #expect(Array(a.pixels) == Self.pixels(1, count: 8 * 6 * 3))
     #expect(table.retrieve("b") == nil)
+  }
+}
+
+extension ImageTableHardeningTests {
+  @Test("the imagetable fuzz seed is a valid table of the harness's format, so fuzzing starts from real entries")
+  func fuzzSeed() throws {
+    let seed = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .appendingPathComponent("FuzzRegressions/imagetable/valid-table.bin")
+    let bytes = try [UInt8](Data(contentsOf: seed))
+    let directory = try temporaryDirectory("table-seed")
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try Data(bytes.dropFirst()).write(to: URL(fileURLWithPath: directory + "/fuzz.imagetable"))
+    let format = try ImageTableFormat(name: "fuzz", width: 8, height: 8, layout: .rgb8, maxCount: 4)
+    let table = try ImageTable(directory: directory, format: format)
+    #expect(table.entries.map(\.entityID).sorted() == ["a", "b"])
+    let entry = try #require(table.retrieve("b"))
+    #expect(Array(entry.pixels) == (0..<45).map { UInt8(truncatingIfNeeded: $0 * 7 + 1) })
   }
 }
 
@@ -394,7 +425,7 @@ struct ImageTableFullDiskTests {
         outcome.retried =
           table.retrieve("c").map { Array($0.pixels) == ImageTableHardeningTests.pixels(3, count: 8 * 6 * 3) } ?? false
       }
-      outcome.reopened = try ImageTable(directory: directory, format: format).entries.map(\.entityID).sorted()
+      outcome.reopened = try ImageTableHardeningTests.reopen(directory, format).entries.map(\.entityID).sorted()
       return outcome
     }
     let outcome = try #require(found)
