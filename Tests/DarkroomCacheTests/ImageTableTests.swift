@@ -35,7 +35,7 @@ struct ImageTableTests {
     var current: Int { lock.withLock { value } }
   }
 
-  @Test("pixels round-trip in place, page-aligned, rows packed")
+  @Test("pixels round-trip, page-aligned, rows packed")
   func roundTrip() throws {
     let directory = try temporaryDirectory("table")
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -50,7 +50,8 @@ struct ImageTableTests {
     try smaller.withUnsafeBytes {
       _ = try table.store("small", pixels: $0, info: ImageTableEntryInfo(entityID: "small", width: 10, height: 5))
     }
-    #expect(Array(try #require(table.retrieve("small")).pixels) == smaller)
+    let small = try #require(table.retrieve("small"))  // the entry owns the pixels: keep it while reading them
+    #expect(Array(small.pixels) == smaller)
   }
 
   @Test("the least recently used unleased entry is replaced at maxCount; retrieving refreshes")
@@ -102,7 +103,8 @@ struct ImageTableTests {
     }
     let reopened = try ImageTable(directory: directory, format: format(maxCount: 3))
     #expect(reopened.count == 3)
-    #expect(Array(try #require(reopened.retrieve("c")).pixels) == pixels(2))
+    let c = try #require(reopened.retrieve("c"))
+    #expect(Array(c.pixels) == pixels(2))
     _ = reopened.retrieve("a")
     try put(reopened, "d", seed: 3)  // b is the least recently used
     #expect(!reopened.exists("b"))
@@ -209,7 +211,8 @@ struct ImageTableSetTests {
       }
     }
     #expect(set.tables(inFamily: "avatars").map(\.format.name) == ["avatars-16", "avatars-32"])
-    #expect(set.table(named: "icons-8")?.retrieve("user-1")?.pixels.first == 8)
+    let icon = set.table(named: "icons-8")?.retrieve("user-1")
+    #expect(icon?.pixels.first == 8)
     set.delete("user-1", inFamily: "avatars")
     #expect(!set.exists("user-1", inFamily: "avatars") && set.exists("user-1", inFamily: "icons"))
     #expect(throws: PipelineError.self) { _ = try ImageTableSet(directory: directory + "/2", formats: [formats[0], formats[0]]) }

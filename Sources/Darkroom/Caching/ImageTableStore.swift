@@ -1,7 +1,7 @@
 import Foundation
 
 /// The `table` cache store: decoded images kept as raw pixels in an ``ImageTable``, so a hit hands
-/// libvips the pixels in place — no decode, no resize, no copy.
+/// libvips the entry's pixels — no decode, no resize; one copy out of the file's pages.
 ///
 /// Put it after `decode`/`resize`/`crop` (it keeps decoded images). Images must be 8-bit with the
 /// format's number of bands (RGB for `rgb8`…) and fit the format's width and height; anything
@@ -24,8 +24,8 @@ public final class ImageTableStore: CacheStore {
 
   private let pool: BlockingPool
 
-  /// A store over `table`; first reads of entries (which verify checksums over pages that may
-  /// still be on disk) run on `pool`.
+  /// A store over `table`; stores, and the first read of each entry (which verifies its checksum
+  /// over pages that may still be on disk), run on `pool`.
   public init(table: ImageTable, pool: BlockingPool = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
     self.table = table
     self.pool = pool
@@ -97,7 +97,7 @@ public final class ImageTableStore: CacheStore {
       entityID: "", width: image.width, height: image.height, writtenAt: entry.storedAt, expiresAt: entry.expiresAt,
       validators: entry.validators, sourceTag: ImageTable.sourceTag(for: source), userInfo: SourceFacts(decoded).bytes)
     let table = table
-    // Copying into the mapping can fault pages in from disk: off the cooperative pool.
+    // Writing to the table's file blocks (and may wait for the disk): off the cooperative pool.
     try await pool.run {
       let pixels = try image.pixelBytes()
       _ = try pixels.withUnsafeBytes { try table.store(ImageTable.entityID(forKey: key), pixels: $0, info: info) }

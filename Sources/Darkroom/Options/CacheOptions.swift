@@ -23,7 +23,7 @@ public struct CacheOptions: StageOptions {
   public static let specs = [
     OptionSpec(
       "store", .choice(CacheOptions.stores), default: "memory",
-      "Where values are kept: memory (the process's LRU), disk (a directory shared by processes: fetched bytes and encoded images), table (memory-mapped decoded pixels)."
+      "Where values are kept: memory (the process's LRU), disk (a directory shared by processes: fetched bytes and encoded images), table (decoded pixels in a file of fixed-size slots)."
     ),
     OptionSpec(
       "maxAge", .number(min: -CacheOptions.maxAgeLimit, max: CacheOptions.maxAgeLimit),

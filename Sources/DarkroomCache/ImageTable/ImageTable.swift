@@ -1,15 +1,20 @@
 import DarkroomCore
 import Foundation
 
-/// One memory-mapped file of fixed-size entries of decoded pixels (Path's FastImageCache, for a
-/// server): `exists`, `retrieve` (synchronous when present; with a provider, asynchronous
-/// otherwise), `store`, `delete`, `cancel`, `reset`, and a delegate told about failures.
+/// One file of fixed-size entries of decoded pixels (Path's FastImageCache, for a server):
+/// `exists`, `retrieve` (synchronous when present; with a provider, asynchronous otherwise),
+/// `store`, `delete`, `cancel`, `reset`, and a delegate told about failures.
 ///
 /// Entries are keyed by a stable entity id. When every slot is used, a store replaces the least
-/// recently used entry that is not leased. Every entry carries a CRC-32 of its pixels, verified the
-/// first time it is read in a process, and a state word written last: a process killed mid-write
-/// leaves an entry that opening clears, never garbage. The file is locked: one process has a table
-/// open at a time.
+/// recently used entry that is not leased. A retrieved entry owns a copy of its pixels, read from
+/// the file (one copy from the page cache, no decode). The file is never memory-mapped, so another
+/// process truncating it, or a full disk, is a miss or a `cacheFailed` error, never a signal.
+/// Nothing read from the file is trusted: its header page and every entry header are range-checked
+/// and carry a CRC-32, checked when the table opens (damaged entries are dropped and reported to
+/// the delegate once it is set); every entry's pixels carry a CRC-32, verified the first time they
+/// are read in a process; a state word is written last, so a process killed mid-write leaves an
+/// entry that opening clears, never garbage. The file is locked: one process has a table open at a
+/// time.
 ///
 /// ```swift
 /// let table = try ImageTable(directory: "/var/cache/darkroom/tables", format: format)
@@ -28,6 +33,7 @@ public final class ImageTable: @unchecked Sendable {
   private var clock: UInt64 = 0  // guarded by `lock`
   private var providers: [String: (token: UUID, task: Task<ImageTableEntry, any Error>)] = [:]  // guarded by `lock`
   private weak var storedDelegate: (any ImageTableDelegate)?  // guarded by `lock`
+  private var pending: [PipelineError] = []  // found on open, for the first delegate; guarded by `lock`
 
   /// The pixels a provider hands over: `height` rows of `width × bytesPerPixel` bytes.
   public struct Pixels: Sendable {
@@ -57,23 +63,27 @@ public final class ImageTable: @unchecked Sendable {
     self.format = format
     fileURL = URL(fileURLWithPath: directory).appendingPathComponent(format.name + ".imagetable")
     file = try ImageTableFile(path: fileURL.path, format: format, recreateOnMismatch: resetOnMismatch)
-    for slot in 0..<format.maxCount {
-      switch file.state(slot) {
-      case .valid:
-        slots[file.info(slot).entityID] = slot
-        clock = max(clock, file.access(slot))
-      case .writing:
-        file.setState(.empty, slot)  // a write that never finished
-      case .empty:
-        break
-      }
+    for (slot, header) in file.entries { slots[header.info.entityID] = slot }
+    clock = file.latestAccess
+    pending = file.droppedOnOpen.map { slot, reason in
+      PipelineError(
+        .cacheCorrupt, "the image table entry in slot \(slot) of \(fileURL.path) was damaged (\(reason)); it was dropped")
     }
   }
 
-  /// Where failures are reported (held weakly).
+  /// Where failures are reported (held weakly). Damaged entries dropped when the table was opened
+  /// are reported to the first delegate set.
   public var delegate: (any ImageTableDelegate)? {
     get { lock.withLock { storedDelegate } }
-    set { lock.withLock { storedDelegate = newValue } }
+    set {
+      let found = lock.withLock { () -> [PipelineError] in
+        storedDelegate = newValue
+        guard newValue != nil else { return [] }
+        defer { pending = [] }
+        return pending
+      }
+      for error in found { report(error) }
+    }
   }
 
   /// How many entries the table holds.
@@ -89,35 +99,60 @@ public final class ImageTable: @unchecked Sendable {
   /// Whether an entry for `entityID` is stored (its checksum is not checked here).
   public func exists(_ entityID: String) -> Bool { lock.withLock { slots[entityID] != nil } }
 
-  /// The entry for `entityID`, synchronously, or `nil`. A corrupt entry is dropped, reported to the
-  /// delegate, and is `nil`.
+  /// The entry for `entityID`, synchronously, or `nil`: its pixels are read from the file into
+  /// memory the entry owns (a blocking read; the first in a process also verifies the checksum —
+  /// see ``needsVerification(_:)``). A corrupt entry, or one the file no longer holds (truncated by
+  /// another process), is dropped, reported to the delegate as `cacheCorrupt`, and is `nil`.
   public func retrieve(_ entityID: String) -> ImageTableEntry? {
-    let found = lock.withLock { () -> (slot: Int, verified: Bool)? in
-      guard let slot = slots[entityID] else { return nil }
+    let found = lock.withLock { () -> (slot: Int, header: ImageTableFile.Header, verified: Bool)? in
+      guard let slot = slots[entityID], let header = file.entry(slot) else { return nil }
       clock += 1
       file.setAccess(clock, slot)
       leases[slot, default: 0] += 1
-      return (slot, verified.contains(slot))
+      return (slot, header, verified.contains(slot))
     }
     guard let found else { return nil }
-    let info = file.info(found.slot)
-    let entry = ImageTableEntry(info: info, layout: format.layout, slot: found.slot, file: file) { [weak self] slot in
+    let info = found.header.info
+    // Width and height were checked against the format when the header was read or stored.
+    let count = info.width * info.height * format.layout.bytesPerPixel
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: ImageTableFile.pageSize)
+    let read = file.readPixels(found.slot, into: buffer)
+    var problem: String?
+    if !read.complete {
+      problem =
+        read.error == 0
+        ? "the file ends before its pixels (truncated since it was opened)"
+        : "its pixels cannot be read: \(String(cString: strerror(read.error)))"
+    } else if !found.verified, Checksum.crc32(UnsafeRawBufferPointer(buffer)) != found.header.checksum {
+      problem = "its pixels fail their checksum"
+    }
+    if let problem {
+      buffer.deallocate()
+      releaseLease(found.slot)
+      // A short read: another process truncated the file. Repair it before writing anything, as
+      // any write would extend the file again and hide where it was cut.
+      var failures = read.complete ? [] : repairTruncation()
+      failures.append(
+        PipelineError(
+          .cacheCorrupt, "the image table entry \(entityID) in \(fileURL.path) is damaged (\(problem)); it was dropped"))
+      failures += lock.withLock { () -> [PipelineError] in
+        guard slots[entityID] == found.slot else { return [] }
+        slots[entityID] = nil
+        verified.remove(found.slot)
+        do throws(PipelineError) {
+          try file.clear(found.slot)
+        } catch {
+          return [error]
+        }
+        return []
+      }
+      for failure in failures { report(failure) }
+      return nil
+    }
+    if !found.verified { _ = lock.withLock { verified.insert(found.slot) } }
+    return ImageTableEntry(info: info, layout: format.layout, slot: found.slot, pixels: buffer) { [weak self] slot in
       self?.releaseLease(slot)
     }
-    if !found.verified {
-      guard Checksum.crc32(entry.pixels) == file.checksum(found.slot) else {
-        lock.withLock {
-          if slots[entityID] == found.slot { slots[entityID] = nil }
-          file.setState(.empty, found.slot)
-        }
-        report(
-          PipelineError(.cacheCorrupt, "the image table entry \(entityID) in \(fileURL.path) failed its checksum; it was dropped")
-        )
-        return nil
-      }
-      _ = lock.withLock { verified.insert(found.slot) }
-    }
-    return entry
   }
 
   /// The entry for `entityID`: at once when stored, otherwise from `provider` (run once however
@@ -178,68 +213,110 @@ public final class ImageTable: @unchecked Sendable {
         .cacheFailed,
         "\(pixels.count) bytes given for a \(info.width)×\(info.height) \(format.layout.rawValue) entry of \(expected) bytes")
     }
-    let slot = try lock.withLock { () throws -> Int in
+    guard let source = pixels.baseAddress else {
+      throw PipelineError(.cacheFailed, "no pixels given for the image table entry \(entityID)")
+    }
+    for date in [info.writtenAt] + (info.expiresAt.map { [$0] } ?? [])
+    where !ImageTableFile.dateRange.contains(date.timeIntervalSince1970) {
+      throw PipelineError(
+        .cacheFailed, "the date \(date.timeIntervalSince1970) of image table entry \(entityID) is outside years 1–9999")
+    }
+    if let size = file.currentSize, size < file.size {
+      for failure in repairTruncation() { report(failure) }
+    }
+    let slot = try lock.withLock { () throws(PipelineError) -> Int in
       if let old = slots.removeValue(forKey: entityID) {
-        file.setState(.empty, old)  // its pixels stay intact while leased: leased slots are never reused
+        verified.remove(old)
+        try file.clear(old)
       }
       guard let slot = freeSlot() else {
         throw PipelineError(.cacheFailed, "every entry of the image table \"\(format.name)\" is in use; raise maxCount")
       }
-      writing.insert(slot)
       verified.remove(slot)
-      file.setState(.writing, slot)
+      try file.markWriting(slot)
+      writing.insert(slot)
       return slot
     }
-    file.pixels(slot).copyMemory(from: pixels.baseAddress!, byteCount: expected)
-    file.setInfo(info, checksum: Checksum.crc32(pixels), slot)
-    return lock.withLock {
-      writing.remove(slot)
-      clock += 1
-      file.setAccess(clock, slot)
-      file.setState(.valid, slot)
-      slots[entityID] = slot
-      verified.insert(slot)
-      leases[slot, default: 0] += 1
-      return ImageTableEntry(info: file.info(slot), layout: format.layout, slot: slot, file: file) { [weak self] slot in
-        self?.releaseLease(slot)
+    let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: expected, alignment: ImageTableFile.pageSize)
+    copy.copyMemory(from: UnsafeRawBufferPointer(start: source, count: expected))
+    do {
+      try file.writePixels(UnsafeRawBufferPointer(copy), slot)
+      return try lock.withLock { () throws(PipelineError) -> ImageTableEntry in
+        clock += 1
+        try file.setValid(
+          ImageTableFile.Header(checksum: Checksum.crc32(UnsafeRawBufferPointer(copy)), access: clock, info: info), slot)
+        writing.remove(slot)
+        slots[entityID] = slot
+        verified.insert(slot)
+        leases[slot, default: 0] += 1
+        return ImageTableEntry(info: info, layout: format.layout, slot: slot, pixels: copy) { [weak self] slot in
+          self?.releaseLease(slot)
+        }
       }
+    } catch {
+      copy.deallocate()
+      lock.withLock {
+        writing.remove(slot)
+        try? file.clear(slot)  // else left `writing`, which opening clears
+      }
+      throw error
     }
   }
 
-  /// Removes the entry for `entityID` (its pixels stay intact while leased).
+  /// Removes the entry for `entityID` (entries already retrieved keep their pixels).
   public func delete(_ entityID: String) {
-    lock.withLock {
-      guard let slot = slots.removeValue(forKey: entityID) else { return }
-      file.setState(.empty, slot)
+    let failure = lock.withLock { () -> PipelineError? in
+      guard let slot = slots.removeValue(forKey: entityID) else { return nil }
+      verified.remove(slot)
+      do throws(PipelineError) {
+        try file.clear(slot)
+        return nil
+      } catch {
+        return error
+      }
     }
+    if let failure { report(failure) }
   }
 
   /// Removes every entry whose info satisfies `predicate`; returns how many.
   @discardableResult
   public func delete(where predicate: (ImageTableEntryInfo) -> Bool) -> Int {
-    lock.withLock {
-      let doomed = slots.filter { predicate(file.info($0.value)) }
+    let (count, failures) = lock.withLock { () -> (Int, [PipelineError]) in
+      let doomed = slots.filter { file.entry($0.value).map { predicate($0.info) } ?? false }
+      var failures: [PipelineError] = []
       for (id, slot) in doomed {
         slots[id] = nil
-        file.setState(.empty, slot)
+        verified.remove(slot)
+        do throws(PipelineError) { try file.clear(slot) } catch { failures.append(error) }
       }
-      return doomed.count
+      return (doomed.count, failures)
     }
+    for failure in failures { report(failure) }
+    return count
   }
 
-  /// Updates an entry's expiry and validators (a revalidated cache entry).
+  /// Updates an entry's expiry and validators (a revalidated cache entry); its header is rewritten
+  /// with a new checksum. A failed write is reported to the delegate (the entry keeps its old
+  /// expiry on disk).
   public func refresh(_ entityID: String, expiresAt: Date?, validators: CacheValidators) {
-    lock.withLock {
-      guard let slot = slots[entityID] else { return }
-      var info = file.info(slot)
-      info.expiresAt = expiresAt
-      info.validators = validators
-      file.setInfo(info, checksum: file.checksum(slot), slot)
+    if let expiresAt, !ImageTableFile.dateRange.contains(expiresAt.timeIntervalSince1970) { return }
+    let failure = lock.withLock { () -> PipelineError? in
+      guard let slot = slots[entityID] else { return nil }
+      do throws(PipelineError) {
+        try file.update(slot) { info in
+          info.expiresAt = expiresAt
+          info.validators = validators
+        }
+        return nil
+      } catch {
+        return error
+      }
     }
+    if let failure { report(failure) }
   }
 
   /// The info of every entry.
-  public var entries: [ImageTableEntryInfo] { lock.withLock { slots.values.map { file.info($0) } } }
+  public var entries: [ImageTableEntryInfo] { lock.withLock { slots.values.compactMap { file.entry($0)?.info } } }
 
   /// Whether a provider is running for `entityID`.
   public func isProviding(_ entityID: String) -> Bool { lock.withLock { providers[entityID] != nil } }
@@ -249,16 +326,20 @@ public final class ImageTable: @unchecked Sendable {
     lock.withLock { providers.removeValue(forKey: entityID) }?.task.cancel()
   }
 
-  /// Empties the table (leased pixels stay intact until released).
+  /// Empties the table (entries already retrieved keep their pixels).
   public func reset() {
-    let running = lock.withLock { () -> [Task<ImageTableEntry, any Error>] in
-      for slot in slots.values { file.setState(.empty, slot) }
+    let (running, failures) = lock.withLock { () -> ([Task<ImageTableEntry, any Error>], [PipelineError]) in
+      var failures: [PipelineError] = []
+      for slot in slots.values {
+        do throws(PipelineError) { try file.clear(slot) } catch { failures.append(error) }
+      }
       slots.removeAll()
       verified.removeAll()
       defer { providers.removeAll() }
-      return providers.values.map(\.task)
+      return (providers.values.map(\.task), failures)
     }
     for task in running { task.cancel() }
+    for failure in failures.prefix(1) { report(failure) }
   }
 
   /// An empty slot, or the least recently used one that is not leased or being written.
@@ -267,12 +348,36 @@ public final class ImageTable: @unchecked Sendable {
     var oldest: (slot: Int, access: UInt64)?
     for slot in 0..<format.maxCount where !writing.contains(slot) && leases[slot, default: 0] == 0 {
       guard used.contains(slot) else { return slot }
-      let access = file.access(slot)
-      if oldest == nil || access < oldest!.access { oldest = (slot, access) }
+      let access = file.entry(slot)?.access ?? 0
+      if let current = oldest, current.access <= access { continue }
+      oldest = (slot, access)
     }
     guard let victim = oldest?.slot else { return nil }
     if let id = slots.first(where: { $0.value == victim })?.key { slots[id] = nil }
     return victim
+  }
+
+  /// After a short read or a store that found the file shorter than its format: another process
+  /// truncated it. Restores its size and drops every entry whose bytes were cut (they would read
+  /// as zeros now); returns what to report.
+  private func repairTruncation() -> [PipelineError] {
+    lock.withLock {
+      guard let length = file.currentSize, length < file.size else { return [] }
+      do throws(PipelineError) {
+        let lost = try file.repairTruncation(cutAt: length)
+        let lostSet = Set(lost)
+        slots = slots.filter { !lostSet.contains($0.value) }
+        verified.subtract(lostSet)
+        return [
+          PipelineError(
+            .cacheCorrupt,
+            "the image table \(fileURL.path) was truncated to \(length) of \(file.size) bytes by another process; \(lost.count) entries were dropped and the file was restored"
+          )
+        ]
+      } catch {
+        return [error]
+      }
+    }
   }
 
   private func releaseLease(_ slot: Int) {
