@@ -105,12 +105,10 @@ final class ImageTableFile: @unchecked Sendable {
     size = slotsOffset + format.slotBytes * format.maxCount  // bounded by format.validate()
     descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
     guard descriptor >= 0 else { throw Self.failure(.cacheUnavailable, "cannot open the image table \(path)") }
-    do {
-      try setUp(recreateOnMismatch: recreateOnMismatch)
-    } catch {
-      close(descriptor)
-      throw error
-    }
+    // On failure the descriptor is closed by deinit, which runs because every stored property is
+    // set by now; closing it here too would close whatever another thread opened next under the
+    // same number (a double close, seen as EBADF in concurrent tests).
+    try setUp(recreateOnMismatch: recreateOnMismatch)
   }
 
   private func setUp(recreateOnMismatch: Bool) throws {
