@@ -323,6 +323,25 @@ struct ImageTableHardeningTests {
 }
 
 extension ImageTableHardeningTests {
+  @Test("an entry already read once, whose file another process truncates and regrows (zeros), is then a miss, never zeros")
+  func regrownAfterARead() throws {
+    let directory = try temporaryDirectory("table-regrow-read")
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let format = try Self.format(maxCount: 2)
+    let table = try ImageTable(directory: directory, format: format)
+    try Self.put(table, "a", seed: 1)
+    let first = try #require(table.retrieve("a"))
+    #expect(Array(first.pixels) == Self.pixels(1, count: 8 * 6 * 3))
+    // Another process cuts the file at its header pages and sizes it again: the slots are zeros.
+    let size = ImageTable.fileSize(for: format)
+    #expect(truncate(table.fileURL.path, off_t(size - 2 * format.slotBytes)) == 0)
+    #expect(truncate(table.fileURL.path, off_t(size)) == 0)
+    let failures = Failures()
+    table.delegate = failures
+    #expect(table.retrieve("a") == nil)
+    #expect(failures.all.contains { $0.code == .cacheCorrupt })
+  }
+
   @Test("the imagetable fuzz seed is a valid table of the harness's format, so fuzzing starts from real entries")
   func fuzzSeed() throws {
     let seed = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -56,7 +56,8 @@ public final class ImageTableStore: CacheStore {
   public func entry(forKey key: String) async throws -> CacheEntry? {
     let id = ImageTable.entityID(forKey: key)
     let table = table
-    let found = table.needsVerification(id) ? try await pool.run { table.retrieve(id) } : table.retrieve(id)
+    // A read is a blocking pread and a checksum: never on the cooperative pool.
+    let found = try await pool.run { table.retrieve(id) }
     guard let entry = found else { return nil }
     let info = entry.info
     let shell = CacheEntry(value: 0, expiresAt: info.expiresAt, validators: info.validators)

@@ -11,8 +11,8 @@ import Foundation
 /// process truncating it, or a full disk, is a miss or a `cacheFailed` error, never a signal.
 /// Nothing read from the file is trusted: its header page and every entry header are range-checked
 /// and carry a CRC-32, checked when the table opens (damaged entries are dropped and reported to
-/// the delegate once it is set); every entry's pixels carry a CRC-32, verified the first time they
-/// are read in a process; a state word is written last, so a process killed mid-write leaves an
+/// the delegate once it is set); every entry's pixels carry a CRC-32, verified on every read (another
+/// process may truncate and regrow the file between two reads); a state word is written last, so a process killed mid-write leaves an
 /// entry that opening clears, never garbage. The file is locked: one process has a table open at a
 /// time.
 ///
@@ -89,9 +89,9 @@ public final class ImageTable: @unchecked Sendable {
   /// How many entries the table holds.
   public var count: Int { lock.withLock { slots.count } }
 
-  /// Whether reading `entityID` now would first verify its checksum (reading every page of it,
-  /// possibly from disk): callers on an async executor can move such a first read to a thread
-  /// that may block.
+  /// Whether `entityID` has not been read (and verified) in this process yet. Every read verifies
+  /// the checksum of what it read, and every read is a blocking `pread`: callers on an async
+  /// executor move every read to a thread that may block, whatever this says.
   public func needsVerification(_ entityID: String) -> Bool {
     lock.withLock { slots[entityID].map { !verified.contains($0) } ?? false }
   }
@@ -100,8 +100,8 @@ public final class ImageTable: @unchecked Sendable {
   public func exists(_ entityID: String) -> Bool { lock.withLock { slots[entityID] != nil } }
 
   /// The entry for `entityID`, synchronously, or `nil`: its pixels are read from the file into
-  /// memory the entry owns (a blocking read; the first in a process also verifies the checksum —
-  /// see ``needsVerification(_:)``). A corrupt entry, or one the file no longer holds (truncated by
+  /// memory the entry owns and their checksum is verified, on every read (a blocking read: call
+  /// it off the cooperative pool). A corrupt entry, or one the file no longer holds (truncated by
   /// another process), is dropped, reported to the delegate as `cacheCorrupt`, and is `nil`.
   public func retrieve(_ entityID: String) -> ImageTableEntry? {
     let found = lock.withLock { () -> (slot: Int, header: ImageTableFile.Header, verified: Bool)? in
@@ -123,7 +123,9 @@ public final class ImageTable: @unchecked Sendable {
         read.error == 0
         ? "the file ends before its pixels (truncated since it was opened)"
         : "its pixels cannot be read: \(String(cString: strerror(read.error)))"
-    } else if !found.verified, Checksum.crc32(UnsafeRawBufferPointer(buffer)) != found.header.checksum {
+    } else if Checksum.crc32(UnsafeRawBufferPointer(buffer)) != found.header.checksum {
+      // Every read: another process may have truncated and regrown the file since the last one
+      // (zeros where pixels were). The copy is checked, so what is checked is what is served.
       problem = "its pixels fail their checksum"
     }
     if let problem {
