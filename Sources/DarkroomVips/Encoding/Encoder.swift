@@ -37,6 +37,23 @@ public struct Encoder: Stage {
     }
   }
 
+  /// The longest side a JPEG can have: its header stores width and height in 16 bits.
+  public static let maxJPEGSide = 65_535
+
+  /// The longest side a WebP can have (14 bits in its header).
+  public static let maxWebPSide = 16_383
+
+  /// Throws `encodeFailed` naming the format's side limit and what to do, before libvips is asked
+  /// (its own message, "image too large" or a bare libjpeg error, does not say which side or why).
+  static func checkSides(width: Int, height: Int, limit: Int, format: ImageFormat, source: ImageSource) throws(PipelineError) {
+    guard width > limit || height > limit else { return }
+    throw PipelineError(
+      .encodeFailed,
+      "the image is \(width)×\(height) pixels, but a \(format) side can be at most \(limit) pixels: "
+        + "add a resize stage that makes the longer side at most \(limit), or encode to another format (PNG has no such limit)",
+      source: source.description)
+  }
+
   /// Encodes synchronously (call from a blocking-pool thread).
   public func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
     let concrete = format.resolved(for: input.sourceFormat)
@@ -48,6 +65,7 @@ public struct Encoder: Stage {
     let written: ImageFormat
     switch concrete {
     case .jpeg(let quality, let progressive):
+      try Encoder.checkSides(width: image.width, height: image.height, limit: Encoder.maxJPEGSide, format: .jpeg, source: input.source)
       // To 8 bits first, so the 0…255 background means the same for 16-bit and float sources.
       image = try image.eightBitSRGB().flattened(background: background)
       status = dr_jpegsave_buffer(image.pointer, Int32(quality), progressive ? 1 : 0, strip, &buffer, &length)
@@ -57,6 +75,7 @@ public struct Encoder: Stage {
       status = dr_pngsave_buffer(image.pointer, Int32(compression), palette ? 1 : 0, Int32(quality), strip, &buffer, &length)
       written = .png
     case .webp(let quality, let lossless, let effort):
+      try Encoder.checkSides(width: image.width, height: image.height, limit: Encoder.maxWebPSide, format: .webp, source: input.source)
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_webpsave_buffer(image.pointer, Int32(quality), lossless ? 1 : 0, Int32(effort), strip, &buffer, &length)
       written = .webp
