@@ -92,7 +92,7 @@ let package = Package(
       swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
-    .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "CZlib"], swiftSettings: strict),
     .testTarget(
       name: "DarkroomTests",
       dependencies: [
