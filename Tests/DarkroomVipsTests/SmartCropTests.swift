@@ -77,4 +77,16 @@ struct SmartCropTests {
     let png = try Encoder(.png(compression: 1)).encode(decoded)
     #expect(png.height == 70_000)
   }
+
+  @Test("an AVIF encode over maxAVIFPixels is refused before it starts (it could not be stopped)")
+  func avifPixelLimit() throws {
+    let image = try VipsImage.fromPixels([UInt8](repeating: 0, count: 4097 * 4096), width: 4097, height: 4096, bands: 1)
+    let decoded = DecodedImage(
+      source: ImageSource("big"), image: image, sourceFormat: .png, sourceWidth: 4097, sourceHeight: 4096)
+    #expect {
+      try Encoder(.avif(effort: 0)).encode(decoded)
+    } throws: { error in
+      (error as? PipelineError)?.code == .encodeFailed && (error as? PipelineError)?.message.contains("AVIF") == true
+    }
+  }
 }
