@@ -11,17 +11,38 @@
 #include <unistd.h>
 #include <zlib.h>
 
-// The bytes being checked: memory, or a file read with pread.
+// The bytes being checked: memory, or a file read with pread through a small window (GIF
+// sub-blocks and PNG chunk headers are many small reads close together).
 typedef struct {
   const unsigned char *mem;
   int fd;
   uint64_t size;
+  unsigned char window[16384];
+  uint64_t window_offset;
+  size_t window_length;
 } DrReader;
 
 static int dr_read(DrReader *r, uint64_t offset, void *dst, size_t n) {
   if (offset > r->size || n > r->size - offset) return -1;
   if (r->mem) {
     memcpy(dst, r->mem + offset, n);
+    return 0;
+  }
+  if (n <= sizeof r->window) {
+    if (offset < r->window_offset || offset - r->window_offset + n > r->window_length) {
+      uint64_t left = r->size - offset;
+      size_t want = left < sizeof r->window ? (size_t)left : sizeof r->window;
+      size_t done = 0;
+      while (done < want) {
+        ssize_t got = pread(r->fd, r->window + done, want - done, (off_t)(offset + done));
+        if (got <= 0) break;
+        done += (size_t)got;
+      }
+      r->window_offset = offset;
+      r->window_length = done;
+      if (done < n) return -1;
+    }
+    memcpy(dst, r->window + (offset - r->window_offset), n);
     return 0;
   }
   size_t done = 0;
@@ -433,7 +454,7 @@ static DrGuardVerdict dr_guard_tiff(DrReader *r, const DrGuardLimits *limits, Dr
 DrGuardVerdict dr_guard_check(DrFormat format, const void *buf, size_t len, const char *path, DrGuardLimits limits,
                               DrGuardResult *result) {
   memset(result, 0, sizeof *result);
-  DrReader reader = {buf, -1, len};
+  DrReader reader = {.mem = buf, .fd = -1, .size = len};
   if (!buf) {
     if (!path) return DR_GUARD_OK;
     reader.fd = open(path, O_RDONLY | O_CLOEXEC);
