@@ -11,13 +11,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
-// The bytes being checked: memory, or a file read with pread through a small window (GIF
+// The bytes being checked: memory, or a file read with pread through a one-page window (GIF
 // sub-blocks and PNG chunk headers are many small reads close together).
 typedef struct {
   const unsigned char *mem;
   int fd;
   uint64_t size;
-  unsigned char window[16384];
+  unsigned char window[4096];
   uint64_t window_offset;
   size_t window_length;
 } DrReader;
