@@ -30,7 +30,7 @@ let package = Package(
       pkgConfig: "vips",
       providers: [.apt(["libvips-dev"])]
     ),
-    .target(name: "CVipsShim", dependencies: ["CVips"], linkerSettings: [.linkedLibrary("tiff")]),
+    .target(name: "CVipsShim", dependencies: ["CVips"], linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("z")]),
     .systemLibrary(
       name: "CCurl",
       pkgConfig: "libcurl",
@@ -95,7 +95,7 @@ let package = Package(
       swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
-    .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "CZlib"], swiftSettings: strict),
     .testTarget(
       name: "DarkroomTests",
       dependencies: [

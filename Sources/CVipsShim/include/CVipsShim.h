@@ -10,6 +10,7 @@
 #define DARKROOM_CVIPSSHIM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <vips/vips.h>
 
 // Formats the loaders below accept (DarkroomVips maps DarkroomCore's ImageFormat onto these).
@@ -93,5 +94,35 @@ int dr_has_icc(VipsImage *in);
 
 // Asks libvips to stop evaluating `image` (cancellation): pending computations fail quickly.
 void dr_kill(VipsImage *image);
+
+// The header guard: a bounded walk over the fields that decide what a loader will allocate
+// (PNG chunk lengths and compressed metadata, GIF and animated-WebP frame tables and canvas, TIFF
+// strip and tile sizes), run before any loader sees the bytes. It reads the bytes at `buf`
+// (`len` of them) or, when `buf` is NULL, the file at `path` with pread; it copies nothing whole
+// and inflates compressed metadata only up to its budget.
+typedef enum {
+  DR_GUARD_OK = 0,
+  DR_GUARD_TOO_MANY_PIXELS = 1,  // width × height over max_pixels (`width`, `height` say which)
+  DR_GUARD_TOO_LARGE = 2,        // a declared buffer, metadata or frame count over its budget
+  DR_GUARD_CORRUPT = 3,          // a declared size the bytes cannot hold (truncated or damaged)
+} DrGuardVerdict;
+
+typedef struct {
+  uint64_t max_pixels;           // width × height of the image (and of a TIFF tile)
+  uint64_t max_buffer_bytes;     // one buffer a loader holds whole: an animation canvas, a strip, a tile
+  uint64_t max_metadata_bytes;   // PNG metadata chunks, compressed ones counted inflated
+  uint64_t max_metadata_chunks;  // PNG metadata chunks
+  uint64_t max_frames;           // GIF and WebP frames (their tables are read whole)
+  uint64_t small_chunk_bytes;    // a truncated chunk or strip at most this long is left to the loader
+} DrGuardLimits;
+
+typedef struct {
+  DrGuardVerdict verdict;
+  uint64_t width, height;  // the declared size, when the header was read (else 0)
+  char message[512];       // for DR_GUARD_TOO_LARGE and DR_GUARD_CORRUPT: what is wrong, what to do
+} DrGuardResult;
+
+DrGuardVerdict dr_guard_check(DrFormat format, const void *buf, size_t len, const char *path, DrGuardLimits limits,
+                              DrGuardResult *result);
 
 #endif

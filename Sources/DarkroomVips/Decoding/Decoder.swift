@@ -89,6 +89,7 @@ public struct Decoder: Stage {
     if format == .heif || format == .avif, let declared = ImageFormat.declaredHEIFSize(input.bytes) {
       try checkPixelLimit(width: declared.width, height: declared.height, format: format, source: input.source)
     }
+    try guardHeader(format, of: input)
     let image = try Decoder.load(format, from: input.bytes, source: input.source)
     try checkPixelLimit(width: image.width, height: image.height, format: format, source: input.source)
     if image.bands > Decoder.maxBands {
@@ -106,7 +107,7 @@ public struct Decoder: Stage {
   }
 
   /// Throws `imageTooLarge` when a declared size is over ``maxPixels``.
-  private func checkPixelLimit(width: Int, height: Int, format: ImageFormat, source: ImageSource) throws(PipelineError) {
+  func checkPixelLimit(width: Int, height: Int, format: ImageFormat, source: ImageSource) throws(PipelineError) {
     let pixels = width.multipliedReportingOverflow(by: height)
     guard pixels.overflow || pixels.partialValue > maxPixels else { return }
     throw PipelineError(

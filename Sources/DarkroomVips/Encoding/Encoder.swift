@@ -37,6 +37,42 @@ public struct Encoder: Stage {
     }
   }
 
+  /// The longest side a JPEG can have: its header stores width and height in 16 bits.
+  public static let maxJPEGSide = 65_535
+
+  /// The longest side a WebP can have (14 bits in its header).
+  public static let maxWebPSide = 16_383
+
+  /// Throws `encodeFailed` naming the format's side limit and what to do, before libvips is asked
+  /// (its own message, "image too large" or a bare libjpeg error, does not say which side or why).
+  static func checkSides(width: Int, height: Int, limit: Int, format: ImageFormat, source: ImageSource) throws(PipelineError) {
+    guard width > limit || height > limit else { return }
+    throw PipelineError(
+      .encodeFailed,
+      "the image is \(width)×\(height) pixels, but a \(format) side can be at most \(limit) pixels: "
+        + "add a resize stage that makes the longer side at most \(limit), or encode to another format (PNG has no such limit)",
+      source: source.description)
+  }
+
+  /// The most pixels an AVIF encode may have: 16,777,216 (4096×4096). libheif's AV1 encoder
+  /// never looks at libvips' kill flag, so once started an AVIF encode runs to its end: the time
+  /// limit can abandon the operation (`PipelineExecutor.abandonAfter`) but not stop the thread,
+  /// which keeps its CPU and memory. Measured on this 2-core machine at effort 4: 12 Mpx of noise
+  /// took 24 s (13 s of CPU) and 300 MB; the cap keeps the worst case well inside the default
+  /// 60 s limit.
+  public static let maxAVIFPixels = 16_777_216
+
+  /// Throws `encodeFailed` when an AVIF encode would be larger than ``maxAVIFPixels``.
+  static func checkAVIFPixels(width: Int, height: Int, source: ImageSource) throws(PipelineError) {
+    let pixels = width.multipliedReportingOverflow(by: height)
+    guard pixels.overflow || pixels.partialValue > maxAVIFPixels else { return }
+    throw PipelineError(
+      .encodeFailed,
+      "the image is \(width)×\(height) pixels; AVIF encodes of at most \(maxAVIFPixels) pixels are made, since an AVIF "
+        + "encode cannot be stopped once started: add a resize stage before encode, or encode to WebP or JPEG",
+      source: source.description)
+  }
+
   /// Encodes synchronously (call from a blocking-pool thread).
   public func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
     let concrete = format.resolved(for: input.sourceFormat)
@@ -48,6 +84,8 @@ public struct Encoder: Stage {
     let written: ImageFormat
     switch concrete {
     case .jpeg(let quality, let progressive):
+      try Encoder.checkSides(
+        width: image.width, height: image.height, limit: Encoder.maxJPEGSide, format: .jpeg, source: input.source)
       // To 8 bits first, so the 0…255 background means the same for 16-bit and float sources.
       image = try image.eightBitSRGB().flattened(background: background)
       status = dr_jpegsave_buffer(image.pointer, Int32(quality), progressive ? 1 : 0, strip, &buffer, &length)
@@ -57,10 +95,13 @@ public struct Encoder: Stage {
       status = dr_pngsave_buffer(image.pointer, Int32(compression), palette ? 1 : 0, Int32(quality), strip, &buffer, &length)
       written = .png
     case .webp(let quality, let lossless, let effort):
+      try Encoder.checkSides(
+        width: image.width, height: image.height, limit: Encoder.maxWebPSide, format: .webp, source: input.source)
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_webpsave_buffer(image.pointer, Int32(quality), lossless ? 1 : 0, Int32(effort), strip, &buffer, &length)
       written = .webp
     case .avif(let quality, let lossless, let effort):
+      try Encoder.checkAVIFPixels(width: image.width, height: image.height, source: input.source)
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_avifsave_buffer(image.pointer, Int32(quality), Int32(effort), lossless ? 1 : 0, strip, &buffer, &length)
       written = .avif

@@ -129,11 +129,16 @@ extension VipsImage {
   }
 
   /// The most interesting `width`×`height` area.
+  ///
+  /// A smart crop reads its input twice (once, shrunk, to score the areas; then the chosen area),
+  /// which a sequentially loaded image cannot do ("out of order read"): the input is decoded into
+  /// memory first (bounded by the decoder's maxPixels; free when it already is in memory).
   public func smartCropped(width: Int, height: Int, strategy: SmartCropStrategy) throws(PipelineError) -> VipsImage {
     let w = max(1, min(width, self.width))
     let h = max(1, min(height, self.height))
     if w == self.width, h == self.height { return self }
-    return try derive("smart cropping") { dr_smartcrop($0, Int32(w), Int32(h), strategy.interesting, $1) }
+    let source = try materialized()
+    return try source.derive("smart cropping") { dr_smartcrop($0, Int32(w), Int32(h), strategy.interesting, $1) }
   }
 
   /// Places the image in a `width`×`height` box at `gravity`, cropping what sticks out and padding

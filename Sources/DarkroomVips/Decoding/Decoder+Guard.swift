@@ -1,0 +1,77 @@
+import CVipsShim
+import DarkroomCore
+
+extension Decoder {
+  /// The most bytes one buffer a loader holds whole may take, for a given ``maxPixels``: an
+  /// animated WebP's canvas (4 bytes a pixel), a TIFF strip decoded at once, a TIFF tile.
+  /// `maxPixels` bytes (100 MB by default): a streamed image holds a few lines, not this.
+  public static func maxBufferBytes(forMaxPixels maxPixels: Int) -> Int { max(maxPixels, 1 << 20) }
+
+  /// The most bytes of PNG metadata (text, ICC profile, EXIF… chunks, compressed ones counted
+  /// decompressed) a decoded image may carry: 32 MiB. libpng allocates each chunk at its declared
+  /// length before reading it, and libvips keeps a copy.
+  public static let maxMetadataBytes = 32 << 20
+
+  /// The most PNG metadata chunks an image may carry (libpng keeps every text chunk).
+  public static let maxMetadataChunks = 1_000
+
+  /// The most frames a GIF or animated WebP may have: only the first is decoded, but the loaders
+  /// read every frame's header into a table first (libvips' GIF loader stops at 4,096 itself,
+  /// with an error that does not say why).
+  public static let maxFrames = 4_096
+
+  /// Walks the header fields that decide what the loader will allocate — declared size, PNG chunk
+  /// lengths and decompressed metadata, frame tables, animation canvas, TIFF strips and tiles —
+  /// and throws before any of it is allocated: `imageTooLarge` when a declared size is over a
+  /// limit, `corruptImage` when the bytes cannot hold what is declared. Reads a bounded number of
+  /// header bytes (a large local file with `pread`, never whole).
+  func guardHeader(_ format: ImageFormat, of input: FetchedData) throws(PipelineError) {
+    let code: DrFormat
+    switch format {
+    case .png: code = DR_FORMAT_PNG
+    case .gif: code = DR_FORMAT_GIF
+    case .webp: code = DR_FORMAT_WEBP
+    case .tiff: code = DR_FORMAT_TIFF
+    default: return
+    }
+    let limits = DrGuardLimits(
+      max_pixels: UInt64(max(0, maxPixels)),
+      max_buffer_bytes: UInt64(Decoder.maxBufferBytes(forMaxPixels: maxPixels)),
+      max_metadata_bytes: UInt64(Decoder.maxMetadataBytes),
+      max_metadata_chunks: UInt64(Decoder.maxMetadataChunks),
+      max_frames: UInt64(Decoder.maxFrames),
+      small_chunk_bytes: 1 << 16)
+    var result = DrGuardResult()
+    let verdict: DrGuardVerdict
+    if let path = input.bytes.streamingPath {
+      verdict = dr_guard_check(code, nil, input.bytes.count, path, limits, &result)
+    } else {
+      verdict = input.bytes.withUnsafeBytes { raw in
+        dr_guard_check(code, raw.baseAddress, raw.count, nil, limits, &result)
+      }
+    }
+    let source = input.source.description
+    switch verdict {
+    case DR_GUARD_OK:
+      return
+    case DR_GUARD_TOO_MANY_PIXELS:
+      // Header fields are at most 64 bits; clamp so the message never traps.
+      let width = Int(clamping: result.width)
+      let height = Int(clamping: result.height)
+      try checkPixelLimit(width: width, height: height, format: format, source: input.source)
+      throw PipelineError(
+        .imageTooLarge, "the \(format) image declares \(width)×\(height) pixels, over the limit of \(maxPixels) (maxPixels)",
+        source: source)
+    case DR_GUARD_TOO_LARGE:
+      throw PipelineError(.imageTooLarge, Decoder.guardMessage(&result), source: source)
+    default:
+      throw PipelineError(.corruptImage, Decoder.guardMessage(&result), source: source)
+    }
+  }
+
+  private static func guardMessage(_ result: inout DrGuardResult) -> String {
+    withUnsafeBytes(of: &result.message) { raw in
+      String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+    }
+  }
+}
