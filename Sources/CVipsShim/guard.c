@@ -451,15 +451,13 @@ static DrGuardVerdict dr_guard_tiff(DrReader *r, const DrGuardLimits *limits, Dr
   return DR_GUARD_OK;
 }
 
-DrGuardVerdict dr_guard_check(DrFormat format, const void *buf, size_t len, const char *path, DrGuardLimits limits,
+DrGuardVerdict dr_guard_check(DrFormat format, const void *buf, size_t len, int fd, DrGuardLimits limits,
                               DrGuardResult *result) {
   memset(result, 0, sizeof *result);
-  DrReader reader = {.mem = buf, .fd = -1, .size = len};
-  if (!buf) {
-    if (!path) return DR_GUARD_OK;
-    reader.fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (reader.fd < 0) return DR_GUARD_OK;  // the loader reports the failure to open
-  }
+  /* Without bytes in memory, the header is read with pread from the caller's descriptor (the
+     file that was checked; never reopened by a path, never closed here). */
+  DrReader reader = {.mem = buf, .fd = buf ? -1 : fd, .size = len};
+  if (!buf && fd < 0) return DR_GUARD_OK;
   DrGuardVerdict verdict = DR_GUARD_OK;
   switch (format) {
   case DR_FORMAT_PNG: verdict = dr_guard_png(&reader, &limits, result); break;
@@ -468,6 +466,5 @@ DrGuardVerdict dr_guard_check(DrFormat format, const void *buf, size_t len, cons
   case DR_FORMAT_TIFF: verdict = dr_guard_tiff(&reader, &limits, result); break;
   default: break;
   }
-  if (reader.fd >= 0) close(reader.fd);
   return verdict;
 }

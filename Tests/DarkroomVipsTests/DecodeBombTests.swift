@@ -126,7 +126,7 @@ struct DecodeBombTests {
     let path = folder + "/large.png"
     try HostileFiles.png(width: 4, height: 4, before: [padding, lie]).write(to: URL(fileURLWithPath: path))
     let fetched = try await StageHarness().run(Fetcher(), on: ImageSource(path: path))
-    #expect(fetched.bytes.streamingPath != nil)
+    #expect(fetched.bytes.streamingDescriptor != nil)
     #expect(throws: PipelineError.self) { try Decoder().decode(fetched) }
     do {
       _ = try Decoder().decode(fetched)

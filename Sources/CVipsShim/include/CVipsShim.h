@@ -122,7 +122,7 @@ typedef struct {
   char message[512];       // for DR_GUARD_TOO_LARGE and DR_GUARD_CORRUPT: what is wrong, what to do
 } DrGuardResult;
 
-DrGuardVerdict dr_guard_check(DrFormat format, const void *buf, size_t len, const char *path, DrGuardLimits limits,
+DrGuardVerdict dr_guard_check(DrFormat format, const void *buf, size_t len, int fd, DrGuardLimits limits,
                               DrGuardResult *result);
 
 #endif

@@ -43,11 +43,11 @@ extension Decoder {
       small_chunk_bytes: 1 << 16)
     var result = DrGuardResult()
     let verdict: DrGuardVerdict
-    if let path = input.bytes.streamingPath {
-      verdict = dr_guard_check(code, nil, input.bytes.count, path, limits, &result)
+    if let descriptor = input.bytes.streamingDescriptor {
+      verdict = withExtendedLifetime(input.bytes) { dr_guard_check(code, nil, input.bytes.count, descriptor, limits, &result) }
     } else {
       verdict = input.bytes.withUnsafeBytes { raw in
-        dr_guard_check(code, raw.baseAddress, raw.count, nil, limits, &result)
+        dr_guard_check(code, raw.baseAddress, raw.count, -1, limits, &result)
       }
     }
     let source = input.source.description
