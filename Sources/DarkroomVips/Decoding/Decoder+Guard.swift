@@ -26,14 +26,8 @@ extension Decoder {
   /// limit, `corruptImage` when the bytes cannot hold what is declared. Reads a bounded number of
   /// header bytes (a large local file with `pread`, never whole).
   func guardHeader(_ format: ImageFormat, of input: FetchedData) throws(PipelineError) {
-    let code: DrFormat
-    switch format {
-    case .png: code = DR_FORMAT_PNG
-    case .gif: code = DR_FORMAT_GIF
-    case .webp: code = DR_FORMAT_WEBP
-    case .tiff: code = DR_FORMAT_TIFF
-    default: return
-    }
+    // JPEG and HEIF/AVIF headers are checked elsewhere (frame marker, `ispe` boxes).
+    guard let code = format.shimFormat, [.png, .gif, .webp, .tiff].contains(format) else { return }
     let limits = DrGuardLimits(
       max_pixels: UInt64(max(0, maxPixels)),
       max_buffer_bytes: UInt64(Decoder.maxBufferBytes(forMaxPixels: maxPixels)),

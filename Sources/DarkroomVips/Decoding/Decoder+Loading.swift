@@ -65,15 +65,7 @@ extension Decoder {
     scale: Double = 1,
     thumbnail: Bool = false, sequential: Bool = true
   ) throws(PipelineError) -> VipsImage {
-    let code: DrFormat
-    switch format {
-    case .jpeg: code = DR_FORMAT_JPEG
-    case .png: code = DR_FORMAT_PNG
-    case .gif: code = DR_FORMAT_GIF
-    case .webp: code = DR_FORMAT_WEBP
-    case .tiff: code = DR_FORMAT_TIFF
-    case .heif, .avif: code = DR_FORMAT_HEIF
-    default:
+    guard let code = format.shimFormat else {
       throw PipelineError(.unsupportedFormat, "\(format) images are not accepted", source: source.description)
     }
     var out: UnsafeMutablePointer<CVips.VipsImage>?
@@ -108,5 +100,20 @@ extension Decoder {
         cause: cause)
     }
     return VipsImage(taking: out, keepAlive: [bytes])
+  }
+}
+
+extension ImageFormat {
+  /// The shim's code for a trusted format's loader, or `nil` for a format that is not decoded.
+  var shimFormat: DrFormat? {
+    switch self {
+    case .jpeg: DR_FORMAT_JPEG
+    case .png: DR_FORMAT_PNG
+    case .gif: DR_FORMAT_GIF
+    case .webp: DR_FORMAT_WEBP
+    case .tiff: DR_FORMAT_TIFF
+    case .heif, .avif: DR_FORMAT_HEIF
+    default: nil
+    }
   }
 }
