@@ -185,3 +185,30 @@ final class StreamingChild: @unchecked Sendable {
       stderr: String(decoding: errData.value, as: UTF8.self))
   }
 }
+
+extension RunnerBoundaryTests {
+  @Test("the time limit holds for a source with many variants: all of them end by it, not one after another")
+  func variantsKeepTheTimeLimit() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    // Each variant its own work (alike ones would share it): upscale, then encode slowly.
+    let variants = (0..<PipelineDefinition.maxVariants).map {
+      #"{"name": "v\#($0)", "stages": [{"stage": "resize", "width": \#(3000 + $0), "mode": "fit"}, {"stage": "encode", "format": "png", "compression": 9}]}"#
+    }
+    let pipeline = folder + "/many.json"
+    try Data(
+      (#"{"version": 1, "name": "many", "fusion": false, "stages": [{"stage": "fetch"}, {"stage": "decode"}], "variants": ["#
+        + variants.joined(separator: ", ") + "]}").utf8
+    ).write(to: URL(fileURLWithPath: pipeline))
+    let clock = ContinuousClock()
+    let started = clock.now
+    let run = try Runner.run([
+      "run", pipeline, "Examples/images/dunes.jpg", "--output", folder + "/out", "--timeout", "0.5", "--jobs", "1",
+    ])
+    let elapsed = clock.now - started
+    #expect(run.status == 1, "\(run.stderr)")
+    #expect(run.stderr.contains("timedOut"), "\(run.stderr)")
+    // 64 variants one after another would take tens of seconds; the limit (+1 s of grace) holds.
+    #expect(elapsed < .seconds(10), "\(elapsed)")
+  }
+}
