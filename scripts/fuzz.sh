@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(json decode http cache)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(json decode http cache disk)
 binary=.build-fuzz/debug/darkroom-fuzz
 [ -x "$binary" ] || { echo "build it first: make fuzz-build" >&2; exit 64; }
 corpus="${DARKROOM_CORPUS:-$(cd .. && pwd)/shared/corpus}"
@@ -29,12 +29,13 @@ for harness in "${harnesses[@]}"; do
     decode) seeds=("$corpus" Examples/images) ;;
     http) seeds=(.build-fuzz/seeds/http) ;;
     cache) seeds=(Examples/images) ;;
-    *) echo "unknown harness $harness (json, decode, http, cache)" >&2; exit 64 ;;
+    disk) seeds=(Examples/images) ;;
+    *) echo "unknown harness $harness (json, decode, http, cache, disk)" >&2; exit 64 ;;
   esac
   [ -d "Tests/FuzzRegressions/$harness" ] && seeds+=("Tests/FuzzRegressions/$harness")
   mkdir -p ".build-fuzz/corpus/$harness"
   if [ "$seconds" = smoke ]; then
-    case "$harness" in json) runs=150000 ;; decode) runs=2500 ;; http) runs=100000 ;; cache) runs=400 ;; esac
+    case "$harness" in json) runs=150000 ;; decode) runs=2500 ;; http) runs=100000 ;; cache) runs=400 ;; disk) runs=300 ;; esac
     limit=(-seed=1 -runs="$runs")
     work=$(mktemp -d)  # a fresh corpus: the same inputs on every machine
   else
