@@ -241,10 +241,16 @@ struct DiskStoreAttackTests {
     }
     #expect(mkfifo(fifo, 0o644) == 0)
     #expect(symlink(bench.work + "/canary", link) == 0)
-    #expect(mkfifo(bench.store + "/entries/not-an-entry", 0o644) == 0)
+    let foreign = (fifo as NSString).deletingLastPathComponent + "/not-an-entry"
+    #expect(mkfifo(foreign, 0o644) == 0)
+    // A two-digit folder that is a symlink to a folder outside: removed, never listed.
+    let used = Set([fifo, link, store.filePath(forKey: AttackBench.key(1))].map { ($0 as NSString).deletingLastPathComponent })
+    let folder = try #require(
+      ["ee", "ef", "f0", "f1"].map { bench.store + "/entries/" + $0 }.first { !used.contains($0) })
+    #expect(symlink(bench.sibling, folder) == 0)
     #expect(try store.sweep() == 2)
-    #expect(!AttackBench.exists(fifo) && !AttackBench.exists(link))
-    #expect(AttackBench.exists(bench.store + "/entries/not-an-entry"))
+    #expect(!AttackBench.exists(fifo) && !AttackBench.exists(link) && !AttackBench.exists(folder))
+    #expect(AttackBench.exists(foreign))
     #expect(bench.canariesSurvive)
     #expect(try await AttackBench.get(store, 1) != nil)
   }
