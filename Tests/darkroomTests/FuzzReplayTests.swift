@@ -29,7 +29,8 @@ struct FuzzReplayTests {
   }
 
   @Test(
-    "each harness replays its seeds and the kept reproducers without a crash", arguments: ["json", "decode", "http", "cache"])
+    "each harness replays its seeds and the kept reproducers without a crash",
+    arguments: ["json", "decode", "http", "cache", "disk"])
   func replaySeeds(harness: String) throws {
     var seeds = ["Tests/FuzzRegressions/\(harness)"]
     switch harness {
