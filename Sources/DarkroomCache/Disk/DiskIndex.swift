@@ -96,12 +96,13 @@ final class DiskIndex: Sendable {
   }
 
   /// The row for `key`: absent, corrupt (it does not decode) or found.
-  func lookup(_ key: String) throws -> Lookup {
-    try database.read { db in
-      let statement = try db.cachedStatement(sql: "SELECT \(Row.columns) FROM entries WHERE key = ?")
-      guard let row = try GRDB.Row.fetchOne(statement, arguments: [key]) else { return .absent }
-      return Row(row).map { .found($0) } ?? .corrupt
-    }
+  func lookup(_ key: String) throws -> Lookup { try database.read { db in try Self.lookup(db, key) } }
+
+  /// ``lookup(_:)`` on a connection already in use (under the write lock).
+  static func lookup(_ db: Database, _ key: String) throws -> Lookup {
+    let statement = try db.cachedStatement(sql: "SELECT \(Row.columns) FROM entries WHERE key = ?")
+    guard let row = try GRDB.Row.fetchOne(statement, arguments: [key]) else { return .absent }
+    return Row(row).map { .found($0) } ?? .corrupt
   }
 
   /// Runs `body` in an immediate (write-locking) transaction.

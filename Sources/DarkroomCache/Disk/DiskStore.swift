@@ -297,7 +297,7 @@ public final class DiskStore: CacheStore {
     _ = try? index.write { db in
       let name = DiskStoreFolder.EntryName(key: key)
       var corrupt = false
-      switch try index.lookup(key) {
+      switch try DiskIndex.lookup(db, key) {
       case .absent: return
       case .corrupt: corrupt = true
       case .found:
