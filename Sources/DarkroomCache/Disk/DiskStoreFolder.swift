@@ -45,20 +45,18 @@ final class DiskStoreFolder: Sendable {
     let file: String
 
     init(key: String) {
-      let digest = SHA256.hash(data: Data(key.utf8))
-      var hex = ""
-      hex.reserveCapacity(64)
-      for byte in digest {
-        hex.append(Self.digits[Int(byte >> 4)])
-        hex.append(Self.digits[Int(byte & 0x0F)])
+      var hex = [UInt8](repeating: 0, count: 64)
+      for (index, byte) in SHA256.hash(data: Data(key.utf8)).enumerated() {
+        hex[2 * index] = Self.digits[Int(byte >> 4)]
+        hex[2 * index + 1] = Self.digits[Int(byte & 0x0F)]
       }
-      file = hex
-      folder = String(hex.prefix(2))
+      file = String(decoding: hex, as: UTF8.self)
+      folder = String(decoding: hex[0..<2], as: UTF8.self)
     }
 
     var relativePath: String { "entries/\(folder)/\(file)" }
 
-    private static let digits = Array("0123456789abcdef")
+    private static let digits = Array("0123456789abcdef".utf8)
 
     /// True for a name the store could have made: 64 lowercase hex digits, in the folder of its
     /// first two.
