@@ -73,7 +73,8 @@ final class DiskStoreFolder: Sendable {
   enum Lookup {
     /// Nothing (or an `entries` or two-digit folder that is not a real folder).
     case missing
-    /// Something that is not a regular file; nothing was read from it.
+    /// Something that is not a regular file, or that cannot be opened for reading; nothing was
+    /// read from it.
     case notRegular
     /// A regular file, open for reading (the caller closes it), and its size.
     case file(descriptor: Int32, size: Int)
@@ -92,7 +93,8 @@ final class DiskStoreFolder: Sendable {
     guard file >= 0 else {
       switch errno {
       case ENOENT: return .missing
-      case ELOOP, ENXIO, ENOTDIR: return .notRegular  // a symlink; a socket
+      // A symlink, a socket, a file planted unreadable: a miss to remove, not a failed operation.
+      case ELOOP, ENXIO, ENOTDIR, ENODEV, EACCES, EPERM: return .notRegular
       default: throw DiskEntryFile.failure("cannot open \(path)/\(name.relativePath)")
       }
     }
