@@ -174,8 +174,9 @@ final class DiskStoreFolder: Sendable {
     return removed
   }
 
-  /// Removes every entry-named file (and non-folder impostor of a two-digit folder) for which
-  /// `keep` is false; names the store could not have made are left alone. Returns how many went.
+  /// Removes every entry-named file for which `remove` is true (and, uncounted, anything but a
+  /// folder named like a two-digit folder); names the store could not have made are left alone.
+  /// Returns how many files went.
   func removeEntries(where remove: (EntryName) -> Bool) -> Int {
     let entries = Self.openFolder(in: descriptor, "entries", create: true)
     guard entries >= 0 else { return 0 }
