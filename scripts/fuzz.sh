@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(json decode http cache imagetable)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(json decode http cache imagetable disk)
 binary=.build-fuzz/debug/darkroom-fuzz
 [ -x "$binary" ] || { echo "build it first: make fuzz-build" >&2; exit 64; }
 corpus="${DARKROOM_CORPUS:-$(cd .. && pwd)/shared/corpus}"
@@ -30,12 +30,13 @@ for harness in "${harnesses[@]}"; do
     http) seeds=(.build-fuzz/seeds/http) ;;
     cache) seeds=(Examples/images) ;;
     imagetable) seeds=() ;;  # Tests/FuzzRegressions/imagetable holds a valid table file
-    *) echo "unknown harness $harness (json, decode, http, cache, imagetable)" >&2; exit 64 ;;
+    disk) seeds=(Examples/images) ;;
+    *) echo "unknown harness $harness (json, decode, http, cache, imagetable, disk)" >&2; exit 64 ;;
   esac
   [ -d "Tests/FuzzRegressions/$harness" ] && seeds+=("Tests/FuzzRegressions/$harness")
   mkdir -p ".build-fuzz/corpus/$harness"
   if [ "$seconds" = smoke ]; then
-    case "$harness" in json) runs=150000 ;; decode) runs=2500 ;; http) runs=100000 ;; cache) runs=400 ;; imagetable) runs=3000 ;; esac
+    case "$harness" in json) runs=150000 ;; decode) runs=2500 ;; http) runs=100000 ;; cache) runs=400 ;; imagetable) runs=3000 ;; disk) runs=300 ;; esac
     limit=(-seed=1 -runs="$runs")
     work=$(mktemp -d)  # a fresh corpus: the same inputs on every machine
   else

@@ -5,11 +5,11 @@ import Foundation
 // harness. Built normally, `darkroom-fuzz HARNESS FILE...` replays inputs (crash reproducers,
 // seed corpora) through a harness.
 
-/// The harness named by DARKROOM_FUZZ_TARGET (json, decode, http, cache, imagetable).
+/// The harness named by DARKROOM_FUZZ_TARGET (json, decode, http, cache, imagetable, disk).
 let selectedHarness: Harness = {
   let name = ProcessInfo.processInfo.environment["DARKROOM_FUZZ_TARGET"] ?? "json"
   guard let harness = Harness(rawValue: name) else {
-    FileHandle.standardError.write(Data("DARKROOM_FUZZ_TARGET must be one of json, decode, http, cache, imagetable\n".utf8))
+    FileHandle.standardError.write(Data("DARKROOM_FUZZ_TARGET must be one of json, decode, http, cache, imagetable, disk\n".utf8))
     exit(64)
   }
   return harness
@@ -29,7 +29,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
       let arguments = CommandLine.arguments.dropFirst()
       guard let name = arguments.first, let harness = Harness(rawValue: name) else {
         FileHandle.standardError.write(
-          Data("usage: darkroom-fuzz json|decode|http|cache|imagetable FILE|DIR...  (replays inputs through a harness)\n".utf8))
+          Data(
+            "usage: darkroom-fuzz json|decode|http|cache|imagetable|disk FILE|DIR...  (replays inputs through a harness)\n".utf8))
         exit(64)
       }
       var count = 0

@@ -2,6 +2,11 @@ import Darkroom
 @_spi(Fuzzing) import DarkroomCache
 @_spi(Fuzzing) import DarkroomCurl
 import Foundation
+import GRDB
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// The fuzz harnesses: each takes arbitrary bytes through one of Darkroom's input paths with the
 /// production limits. Any `PipelineError` is a correct answer; a crash, a hang, an unbounded
@@ -19,6 +24,10 @@ enum Harness: String, CaseIterable {
   /// An image-table file (flags byte, then the file) opened, every entry retrieved, one stored,
   /// optionally after truncating the file under the open table.
   case imagetable
+  /// A disk store whose index rows (any value in any column), schema and entry files (bytes, a
+  /// FIFO, a symlink, a folder, a symlinked folder) come from the input, then every operation:
+  /// no crash, no hang, and canary files beside the store survive.
+  case disk
 
   func run(_ bytes: [UInt8]) {
     switch self {
@@ -27,6 +36,7 @@ enum Harness: String, CaseIterable {
     case .http: _ = ResponseInterpretation.interpret(bytes)
     case .cache: Self.cache(bytes)
     case .imagetable: Self.imageTable(bytes)
+    case .disk: DiskHarness.run(bytes)
     }
   }
 
@@ -117,5 +127,171 @@ enum Harness: String, CaseIterable {
       done.signal()
     }
     done.wait()
+  }
+}
+
+/// The `disk` harness: the input decides index rows, schema damage and what lies where the
+/// entry file of the key "fuzz" belongs.
+///
+/// Input: a flags byte (bits 0-2: what is at the entry's place; bits 3-5: schema damage), a row
+/// count byte, ten cells per row (a tag byte, then its bytes), and the rest: the entry file's bytes.
+enum DiskHarness {
+  static let root = Harness.scratch + "/disk-index"
+  static let store = root + "/store"
+  static let sibling = root + "/sibling"
+  static let key = "fuzz"
+  static let columns = ["key", "source", "file", "size", "type", "storedAt", "expiresAt", "accessedAt", "etag", "lastModified"]
+  /// The entry file's name for `key`: entries/ab/<sha256>.
+  static let relative: String = {
+    guard let scratch = try? DiskStore(directory: root + "/names") else { return "entries/00/x" }
+    return String(scratch.filePath(forKey: key).dropFirst(scratch.directory.count + 1))
+  }()
+  /// Files outside the store that must survive anything the store does.
+  static var canaries: [String] {
+    let parts = relative.split(separator: "/").map(String.init)
+    return [root + "/canary", sibling + "/canary", sibling + "/" + parts[1] + "/" + parts[2], sibling + "/" + parts[2]]
+  }
+
+  struct Reader {
+    var bytes: [UInt8]
+    var offset = 0
+    mutating func byte() -> UInt8 {
+      guard offset < bytes.count else { return 0 }
+      defer { offset += 1 }
+      return bytes[offset]
+    }
+    mutating func take(_ count: Int) -> [UInt8] {
+      let end = min(bytes.count, offset + count)
+      defer { offset = end }
+      return Array(bytes[offset..<end])
+    }
+    mutating func word() -> UInt64 { take(8).reversed().reduce(0) { $0 << 8 | UInt64($1) } }
+    var rest: [UInt8] { offset < bytes.count ? Array(bytes[offset...]) : [] }
+  }
+
+  static func cell(_ reader: inout Reader, column: Int) -> DatabaseValue {
+    let now = Date().timeIntervalSince1970
+    switch reader.byte() % 12 {
+    case 0: return .null
+    case 1: return Int64(bitPattern: reader.word()).databaseValue
+    case 2: return Double(bitPattern: reader.word()).databaseValue
+    case 3: return String(decoding: reader.take(Int(reader.byte())), as: UTF8.self).databaseValue
+    case 4: return Data(reader.take(Int(reader.byte()))).databaseValue
+    case 5: return key.databaseValue
+    case 6: return "../../canary".databaseValue
+    case 7: return (root + "/canary").databaseValue
+    case 8: return relative.databaseValue
+    case 10: return [Int64.max, Int64.min, -1, 1 << 62][Int(reader.byte() % 4)].databaseValue
+    case 11: return [Double.nan, .infinity, -.infinity, 1e300, -0.0, 0.5][Int(reader.byte() % 6)].databaseValue
+    default:
+      let good: [DatabaseValueConvertible?] = [key, "fuzz.jpg", relative, 100, "fetched-data", now, nil, now, nil, nil]
+      return good[column]?.databaseValue ?? .null
+    }
+  }
+
+  static let damage = [
+    "DROP TABLE entries", "DROP TABLE entries; CREATE TABLE entries (key TEXT)",
+    "DROP TABLE entries; CREATE VIEW entries AS SELECT 1 AS key", "ALTER TABLE entries DROP COLUMN size",
+    "PRAGMA user_version = 0", "DROP INDEX entries_accessed", "UPDATE entries SET size = size * 2",
+  ]
+
+  static func run(_ bytes: [UInt8]) {
+    var reader = Reader(bytes: bytes)
+    let flags = reader.byte()
+    let rowCount = 1 + Int(reader.byte() % 3)
+    var cells: [[DatabaseValue]] = []
+    for _ in 0..<rowCount { cells.append((0..<10).map { cell(&reader, column: $0) }) }
+    let rows = cells
+    let file = reader.rest
+    try? FileManager.default.removeItem(atPath: store)
+    try? FileManager.default.removeItem(atPath: sibling)
+    for canary in canaries {
+      try? FileManager.default.createDirectory(
+        atPath: (canary as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+      _ = FileManager.default.createFile(atPath: canary, contents: Data("canary".utf8))
+    }
+    if let opened = try? DiskStore(directory: store, maxBytes: 1 << 20, maxCount: 2) {
+      exercise(opened, rows: rows, flags: flags, file: file)
+    }
+    for canary in canaries where !FileManager.default.fileExists(atPath: canary) {
+      fatalError("the disk store removed \(canary), outside it")
+    }
+  }
+
+  /// Fills the index from `rows`, damages its schema as `flags` say, places the entry file, then
+  /// runs every operation of the store (and opens it again).
+  static func exercise(_ opened: DiskStore, rows: [[DatabaseValue]], flags: UInt8, file: [UInt8]) {
+    let fetched = FetchedData(source: ImageSource(path: "fuzz.jpg"), bytes: ImageBytes([0xFF, 0xD8, 0xFF, 0xD9]))
+    if flags & 7 == 4 {
+      Harness.blocking { try? await opened.setEntry(CacheEntry(value: fetched), forKey: key, source: "fuzz.jpg") }
+    }
+    if let queue = try? DatabaseQueue(path: store + "/index.sqlite") {
+      queue.writeWithoutTransaction { db in
+        for row in rows {
+          try? db.execute(
+            sql: "INSERT OR REPLACE INTO entries (\(columns.joined(separator: ", "))) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: StatementArguments(row))
+        }
+        let schema = Int(flags >> 3 & 7)
+        if schema < damage.count { try? db.execute(sql: damage[schema]) }
+      }
+    }
+    place(flags & 7, file: file)
+    let other = FetchedData(source: ImageSource(path: "other.jpg"), bytes: ImageBytes(Array(file.prefix(64))))
+    Harness.blocking {
+      _ = try? await opened.entry(forKey: key)
+      for (index, row) in rows.enumerated() {
+        if case .string(let text) = row[0].storage { _ = try? await opened.entry(forKey: text) }
+        try? await opened.setEntry(CacheEntry(value: other), forKey: "other-\(index)", source: "other.jpg")
+      }
+      _ = try? await opened.statistics()
+      _ = try? await opened.purge(source: ImageSource("fuzz.jpg"))
+    }
+    place(flags & 7, file: file)
+    Harness.blocking {
+      _ = try? await opened.removeStrayFiles()
+      _ = try? await opened.entry(forKey: key)
+      try? await opened.removeEntry(forKey: key)
+      try? await opened.removeAll()
+    }
+    if let again = try? DiskStore(directory: store) {
+      Harness.blocking {
+        _ = try? await again.entry(forKey: key)
+        _ = try? await again.statistics()
+      }
+    }
+  }
+
+  /// Puts what `kind` says where the entry of `key` belongs.
+  static func place(_ kind: UInt8, file: [UInt8]) {
+    let path = store + "/" + relative
+    let folder = (path as NSString).deletingLastPathComponent
+    try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    switch kind {
+    case 0, 4:
+      var bytes = file
+      if kind == 4, var existing = FileManager.default.contents(atPath: path).map(Array.init) {
+        for (index, byte) in file.prefix(existing.count).enumerated() where byte != 0 { existing[index] ^= byte }
+        bytes = existing
+      }
+      unlink(path)
+      _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+    case 1:
+      unlink(path)
+      mkfifo(path, 0o644)
+    case 2:
+      unlink(path)
+      symlink(root + "/canary", path)
+    case 3:
+      unlink(path)
+      mkdir(path, 0o755)
+    case 6:
+      try? FileManager.default.removeItem(atPath: store + "/entries")
+      symlink(sibling, store + "/entries")
+    case 7:
+      try? FileManager.default.removeItem(atPath: folder)
+      symlink(sibling, folder)
+    default: break
+    }
   }
 }

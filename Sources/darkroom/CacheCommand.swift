@@ -109,7 +109,7 @@ struct CacheCommand: AsyncParsableCommand {
     func run() async throws {
       for store in try selection.stores() {
         guard let disk = store as? DiskStore else { continue }
-        print("disk \(disk.directory): \(try disk.sweep()) stray files removed")
+        print("disk \(disk.directory): \(try await disk.removeStrayFiles()) stray files removed")
       }
     }
   }

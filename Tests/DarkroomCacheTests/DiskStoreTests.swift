@@ -149,11 +149,19 @@ struct DiskStoreTests {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let store = try DiskStore(directory: directory)
     try await put(store, 1)
+    // An entry file of a key the index does not know (its row was never committed).
+    let orphan = store.filePath(forKey: "never-committed")
+    try FileManager.default.createDirectory(
+      atPath: (orphan as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try Data([1, 2, 3]).write(to: URL(fileURLWithPath: orphan))
+    // A file the store could not have made: not its to remove.
     try FileManager.default.createDirectory(atPath: directory + "/entries/zz", withIntermediateDirectories: true)
     try Data([1, 2, 3]).write(to: URL(fileURLWithPath: directory + "/entries/zz/orphan"))
     try Data([4]).write(to: URL(fileURLWithPath: directory + "/tmp/dead.partial"))
     #expect(try store.sweep() == 2)
     #expect(try await get(store, 1) != nil)
+    #expect(!FileManager.default.fileExists(atPath: orphan))
+    #expect(FileManager.default.fileExists(atPath: directory + "/entries/zz/orphan"))
   }
 
   @Test("an unwritable directory is a clear cacheUnavailable error")

@@ -193,3 +193,37 @@ struct CheckpointTests {
     #expect(stageKinds(observer).isEmpty)
   }
 }
+
+/// A store whose every entry says it expires at the far end of `Date` (a tampered file's value).
+private struct FarFutureStore: CacheStore {
+  let name = "far-future"
+  let value: EncodedImage
+  func entry(forKey key: String) async throws -> CacheEntry? {
+    CacheEntry(value: value, expiresAt: Date(timeIntervalSince1970: .greatestFiniteMagnitude))
+  }
+  func setEntry(_ entry: CacheEntry, forKey key: String, source: String) async throws {}
+  func refresh(key: String, expiresAt: Date?, validators: CacheValidators) async throws {}
+  func removeEntry(forKey key: String) async throws {}
+  func removeAll() async throws {}
+  func purge(source: ImageSource) async throws -> Int { 0 }
+  func statistics() async throws -> CacheStatistics { CacheStatistics(store: name, entries: 0, bytes: 0) }
+}
+
+extension CheckpointTests {
+  @Test("an entry whose expiry is the far end of Date (a number from a file) is served without a trap")
+  func farFutureExpiry() async throws {
+    let path = try temporaryImage()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let image = try TestImages.encoded(.png(), width: 8, height: 8)
+    let store = FarFutureStore(value: EncodedImage(source: ImageSource("x"), bytes: image, format: .png, width: 8, height: 8))
+    let pipeline = Pipeline(name: "far") {
+      Fetcher()
+      Decoder()
+      Encoder(.png())
+      Cache<EncodedImage>(store: store)
+    }
+    let output = try await pipeline.process(ImageSource(path: path))
+    #expect(output.width == 8 && output.bytes == image)
+    #expect(output.source == ImageSource(path: path), "the hit carries the run's own source")
+  }
+}

@@ -3,6 +3,10 @@ import DarkroomTesting
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Several `darkroom` processes on one disk cache, and one killed mid-write.
 @Suite("Disk cache across processes", .serialized)
 struct DiskCacheProcessTests {
@@ -156,5 +160,43 @@ struct DiskCacheProcessTests {
     #expect(try entries() == 0)
     let none = try Runner.run(["cache", "stats", pipeline, "--cache-dir", root, "--store", "table"])
     #expect(none.status != 0 && none.stderr.contains("no cache stage with a table store"))
+  }
+
+  @Test(
+    "a run over a cache whose entries are FIFOs or symlinks and whose index names files outside finishes at once, with the same outputs",
+    .timeLimit(.minutes(1)))
+  func hostileCacheRun() throws {
+    let (root, images, pipeline) = try fixtures(count: 4, size: 100)
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let first = try Runner.run(["run", pipeline, images, "-o", root + "/first", "--cache-dir", root, "--quiet"])
+    #expect(first.status == 0, "\(first.stderr)")
+    let canary = root + "/canary"
+    try Data("canary".utf8).write(to: URL(fileURLWithPath: canary))
+    let entries = (FileManager.default.subpaths(atPath: root + "/shared/entries") ?? []).filter { $0.count == 67 }.sorted()
+    #expect(entries.count == 4)
+    for (index, entry) in entries.enumerated() {
+      let path = root + "/shared/entries/" + entry
+      unlink(path)
+      #expect(index == 3 ? symlink(canary, path) == 0 : mkfifo(path, 0o644) == 0)
+    }
+    // The index's file column points outside the store (the sqlite3 tool, as an attacker would).
+    let sqlite = Process()
+    sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+    sqlite.arguments = [root + "/shared/index.sqlite", "UPDATE entries SET file = '../canary'"]
+    try sqlite.run()
+    sqlite.waitUntilExit()
+    #expect(sqlite.terminationStatus == 0)
+
+    let clock = ContinuousClock()
+    let start = clock.now
+    let second = try Runner.run(["run", pipeline, images, "-o", root + "/second", "--cache-dir", root, "--events", "jsonl"])
+    #expect(second.status == 0, "\(second.stderr)")
+    #expect(clock.now - start < .seconds(20))
+    #expect(try cacheOutcomes(second.stdout).filter { $0 == "hit" }.isEmpty)
+    #expect(try outputs(in: root + "/first") == (try outputs(in: root + "/second")))
+    #expect((try? String(contentsOfFile: canary, encoding: .utf8)) == "canary")
+    let clear = try Runner.run(["cache", "clear", pipeline, "--cache-dir", root])
+    #expect(clear.status == 0, "\(clear.stderr)")
+    #expect((try? String(contentsOfFile: canary, encoding: .utf8)) == "canary")
   }
 }

@@ -30,7 +30,7 @@ struct FuzzReplayTests {
 
   @Test(
     "each harness replays its seeds and the kept reproducers without a crash",
-    arguments: ["json", "decode", "http", "cache", "imagetable"])
+    arguments: ["json", "decode", "http", "cache", "imagetable", "disk"])
   func replaySeeds(harness: String) throws {
     var seeds = ["Tests/FuzzRegressions/\(harness)"]
     switch harness {

@@ -31,9 +31,10 @@ public struct CacheRecord: Sendable {
     self.payload = payload
   }
 
-  func integer(_ name: String) throws -> Int {
-    guard let text = fields[name], let value = Int(text) else {
-      throw PipelineError(.cacheCorrupt, "a cache entry lacks its \(name) field")
+  /// The field `name` as a whole number in `range`; `cacheCorrupt` when it is missing or outside.
+  func integer(_ name: String, in range: ClosedRange<Int> = 0...Int(Int32.max)) throws -> Int {
+    guard let text = fields[name], let value = Int(text), range.contains(value) else {
+      throw PipelineError(.cacheCorrupt, "a cache entry lacks a valid \(name) field")
     }
     return value
   }
@@ -74,9 +75,15 @@ extension FetchedData: CacheSerializable {
     for (name, value) in record.fields where name.hasPrefix("meta.") { metadata[String(name.dropFirst(5))] = value }
     self.init(
       source: source, bytes: record.payload, contentType: record.fields["contentType"],
-      lastModified: record.fields["lastModified"].flatMap(Double.init).map(Date.init(timeIntervalSince1970:)),
+      lastModified: record.fields["lastModified"].flatMap(Double.init).flatMap(Self.cachedDate),
       metadata: metadata)
-    status = record.fields["status"].flatMap(Int.init)
+    status = record.fields["status"].flatMap(Int.init).flatMap { (100...999).contains($0) ? $0 : nil }
+  }
+
+  /// A date from a cache entry: finite seconds between 1970 and 9999, or none.
+  private static func cachedDate(_ seconds: Double) -> Date? {
+    guard seconds.isFinite, seconds >= 0, seconds <= IndexValue.maxSeconds else { return nil }
+    return Date(timeIntervalSince1970: seconds)
   }
 }
 

@@ -7,12 +7,13 @@ import Foundation
 
 /// One disk-cache entry file: a fixed header, JSON metadata and the payload, covered by a CRC-32.
 ///
-/// Layout (little-endian): `DRKCACHE` · version u32 · metadata length u32 · payload length u64 ·
-/// CRC-32 of metadata + payload u32 · reserved u32 · metadata · payload. The metadata names the
-/// key, so a file never answers for another key. Anything that does not add up is `cacheCorrupt`.
+/// Layout (little-endian): `DRKCACHE` · version u32 (3) · metadata length u32 · payload length
+/// u64 · CRC-32 u32 · reserved u32 (0) · metadata · payload. The CRC-32 covers the header (but
+/// itself), the metadata and the payload. The metadata names the key, so a file never answers for
+/// another key. Anything that does not add up is `cacheCorrupt`.
 enum DiskEntryFile {
   static let magic = Array("DRKCACHE".utf8)
-  static let version: UInt32 = 2
+  static let version: UInt32 = 3
   static let headerSize = 32
 
   /// The key, the type tag and the fields, as length-prefixed UTF-8 strings (u32 little-endian
@@ -58,66 +59,77 @@ enum DiskEntryFile {
     }
   }
 
-  /// Writes an entry to `path` (a new temporary file) and flushes it to disk; returns its size.
+  /// Writes an entry to `descriptor` (a new temporary file, `path` names it in errors) and flushes
+  /// it to disk; returns its size.
   @discardableResult
-  static func write(to path: String, key: String, record: CacheRecord, type: String) throws -> Int {
+  static func write(to descriptor: Int32, path: String, key: String, record: CacheRecord, type: String) throws -> Int {
     let metadata = Metadata(key: key, type: type, fields: record.fields).encoded()
-    var crc = Checksum.crc32(metadata)
-    record.payload.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
     var header = magic
     append(version, to: &header)
-    append(UInt32(metadata.count), to: &header)
+    append(UInt32(truncatingIfNeeded: metadata.count), to: &header)
     append(UInt64(record.payload.count), to: &header)
-    append(crc, to: &header)
-    append(UInt32(0), to: &header)
-    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-    guard descriptor >= 0 else { throw failure("cannot create \(path)") }
-    var written = false
-    defer {
-      close(descriptor)
-      if !written { unlink(path) }  // a disk that filled up mid-write leaves no partial file
-    }
+    append(UInt32(0), to: &header)  // the checksum, below
+    append(UInt32(0), to: &header)  // reserved
+    let crc = checksum(header: header, metadata: metadata, payload: record.payload)
+    withUnsafeBytes(of: crc.littleEndian) { header.replaceSubrange(24..<28, with: $0) }
     try header.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     try metadata.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     try record.payload.withUnsafeBytes { try writeAll(descriptor, $0, path: path) }
     guard fsync(descriptor) == 0 else { throw failure("cannot flush \(path) to disk") }
-    written = true
     return header.count + metadata.count + record.payload.count
   }
 
-  /// Reads and verifies an entry; `nil` when the file is gone.
-  static func read(path: String, key: String) throws -> (type: String, record: CacheRecord)? {
-    let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-    guard descriptor >= 0 else {
-      if errno == ENOENT { return nil }
-      throw failure("cannot open \(path)")
-    }
-    defer { close(descriptor) }
-    var status = stat()
-    guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw corrupt(path, "not a regular file") }
-    let fileSize = Int(status.st_size)
+  /// The CRC-32 of the header (but its checksum field), the metadata and the payload.
+  private static func checksum(header: [UInt8], metadata: [UInt8], payload: ImageBytes) -> UInt32 {
+    var crc = header.withUnsafeBytes { Checksum.crc32(UnsafeRawBufferPointer(rebasing: $0[0..<24])) }
+    header.withUnsafeBytes { crc = Checksum.crc32(UnsafeRawBufferPointer(rebasing: $0[28..<32]), initial: crc) }
+    crc = Checksum.crc32(metadata, initial: crc)
+    payload.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
+    return crc
+  }
+
+  /// The largest metadata accepted (1 MiB).
+  static let maxMetadataBytes = 1 << 20
+
+  /// Reads and verifies the entry open at `descriptor` (a regular file of `fileSize` bytes; `path`
+  /// names it in errors). Every header field is range-checked and covered by the checksum, and
+  /// nothing is allocated before the lengths are known to be within `maxPayloadBytes` (the store's
+  /// `maxBytes`) and to add up to the file's size. Anything else — another key, another version,
+  /// a torn or flipped file — is `cacheCorrupt`.
+  static func read(
+    descriptor: Int32, fileSize: Int, key: String, maxPayloadBytes: Int, path: String
+  ) throws -> (type: String, record: CacheRecord) {
     guard fileSize >= headerSize else { throw corrupt(path, "shorter than its header") }
     var header = [UInt8](repeating: 0, count: headerSize)
     try header.withUnsafeMutableBytes { try readAll(descriptor, $0, at: 0, path: path) }
-    guard Array(header[0..<8]) == magic, load(UInt32.self, header, 8) == version else { throw corrupt(path, "wrong header") }
-    let metadataCount = Int(load(UInt32.self, header, 12))
-    let payloadCount = Int(truncatingIfNeeded: load(UInt64.self, header, 16))
+    guard Array(header[0..<8]) == magic, load(UInt32.self, header, 8) == version, load(UInt32.self, header, 28) == 0 else {
+      throw corrupt(path, "has a wrong header")
+    }
+    let declaredMetadata = load(UInt32.self, header, 12)
+    let declaredPayload = load(UInt64.self, header, 16)
     let expected = load(UInt32.self, header, 24)
-    guard payloadCount >= 0, metadataCount <= 1 << 20, headerSize + metadataCount + payloadCount == fileSize else {
-      throw corrupt(path, "torn (its lengths do not add up to its size)")
+    // Bounded by limits first, so that the sum below cannot overflow and no length from the file
+    // decides an allocation on its own.
+    guard declaredMetadata >= 8, declaredMetadata <= UInt32(maxMetadataBytes),
+      declaredPayload <= UInt64(max(0, maxPayloadBytes))
+    else { throw corrupt(path, "declares lengths outside the store's limits") }
+    let metadataCount = Int(declaredMetadata)
+    let payloadCount = Int(declaredPayload)
+    guard headerSize + metadataCount + payloadCount == fileSize else {
+      throw corrupt(path, "is torn (its lengths do not add up to its size)")
     }
     var metadataBytes = [UInt8](repeating: 0, count: metadataCount)
     try metadataBytes.withUnsafeMutableBytes { try readAll(descriptor, $0, at: headerSize, path: path) }
     let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: max(payloadCount, 1), alignment: 16)
     let bytes = ImageBytes(adopting: UnsafeMutableRawBufferPointer(start: payload.baseAddress, count: payloadCount))
     try readAll(descriptor, payload, count: payloadCount, at: headerSize + metadataCount, path: path)
-    var crc = Checksum.crc32(metadataBytes)
-    bytes.withUnsafeBytes { crc = Checksum.crc32($0, initial: crc) }
-    guard crc == expected else { throw corrupt(path, "failed its checksum") }
-    guard let metadata = Metadata(metadataBytes) else {
+    guard checksum(header: header, metadata: metadataBytes, payload: bytes) == expected else {
+      throw corrupt(path, "failed its checksum")
+    }
+    guard let metadata = Metadata(metadataBytes), !metadata.type.isEmpty else {
       throw corrupt(path, "has unreadable metadata")
     }
-    guard metadata.key == key else { return nil }
+    guard metadata.key == key else { throw corrupt(path, "belongs to another key") }
     return (metadata.type, CacheRecord(fields: metadata.fields, payload: bytes))
   }
 

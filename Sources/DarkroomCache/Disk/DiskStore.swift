@@ -31,6 +31,8 @@ public final class DiskStore: CacheStore {
   /// The most entries kept (default 100,000).
   public let maxCount: Int
   let index: DiskIndex
+  /// The store directory, open for the store's lifetime: every entry file is reached beneath it.
+  let folder: DiskStoreFolder
   private let pool: BlockingPool
   /// True when the store made its pool (then its threads end with the store).
   private let ownsPool: Bool
@@ -44,11 +46,8 @@ public final class DiskStore: CacheStore {
     directory: String, maxBytes: Int = 1 << 30, maxCount: Int = 100_000, pool: BlockingPool? = nil,
     now: @escaping @Sendable () -> Date = { Date() }
   ) throws {
-    let fileManager = FileManager.default
     do {
-      for sub in ["", "entries", "tmp"] {
-        try fileManager.createDirectory(atPath: directory + "/" + sub, withIntermediateDirectories: true)
-      }
+      try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     } catch {
       throw PipelineError(
         .cacheUnavailable, "cannot create the disk cache directory \(directory): \(error.localizedDescription)", cause: error)
@@ -60,14 +59,21 @@ public final class DiskStore: CacheStore {
     self.maxBytes = max(0, maxBytes)
     self.maxCount = max(0, maxCount)
     do {
+      folder = try DiskStoreFolder(path: self.directory)
+    } catch let error as PipelineError {
+      throw PipelineError(.cacheUnavailable, error.message, cause: error)
+    }
+    do {
       index = try DiskIndex(path: self.directory + "/index.sqlite")
+    } catch let error as PipelineError where error.code == .cacheUnavailable {
+      throw error
     } catch {
       throw PipelineError(.cacheUnavailable, "cannot open the disk cache index in \(directory): \(error)", cause: error)
     }
     self.pool = pool ?? BlockingPool(threads: 2, name: "darkroom.disk-cache")
     ownsPool = pool == nil
     clock = now
-    removeStaleTemporaries()
+    _ = folder.removeTemporaries(olderThan: 3600)
   }
 
   deinit {
@@ -81,33 +87,72 @@ public final class DiskStore: CacheStore {
   public static let keepsDescription = "fetched bytes (after fetch) and encoded images (after encode)"
   public func accepts(_ type: Any.Type) -> Bool { type is any CacheSerializable.Type }
 
-  /// Entries found corrupt or torn (and removed) since the store was opened.
+  /// Entries found corrupt or torn (and removed) since the store was opened: entry files that
+  /// fail their checks, non-regular files where entries belong, and index rows that do not decode.
   public var discardedEntries: Int { discarded.value }
 
   public func entry(forKey key: String) async throws -> CacheEntry? {
-    try await pool.run { try self.readEntry(forKey: key) }
+    try await pool.run { try self.indexed { try self.readEntry(forKey: key) } }
+  }
+
+  /// What reading an entry found.
+  private enum Read {
+    case missing
+    case corrupt
+    case value(type: String, record: CacheRecord)
   }
 
   private func readEntry(forKey key: String) throws -> CacheEntry? {
-    guard let row = try index.row(forKey: key) else { return nil }
+    let row: DiskIndex.Row
+    switch try index.lookup(key) {
+    case .absent: return nil
+    case .corrupt:
+      discardIfStillBad(key: key)
+      return nil
+    case .found(let found): row = found
+    }
     let now = clock()
     let entryShell = CacheEntry(value: 0, expiresAt: row.expiresAt, validators: row.validators)
     guard entryShell.isWorthKeeping(at: now) else {
       try removeEntries(keys: [key])
       return nil
     }
-    let found: (type: String, record: CacheRecord)?
-    do {
-      found = try DiskEntryFile.read(path: directory + "/" + row.file, key: key)
-    } catch let error as PipelineError where error.code == .cacheCorrupt {
-      discardIfStillBad(key: key, file: row.file)
+    let name = DiskStoreFolder.EntryName(key: key)
+    guard case .value(let tag, let record) = try readFile(name, key: key) else {
+      discardIfStillBad(key: key)
       return nil
     }
-    guard let found, let type = CacheSerializableTypes.shared.type(for: found.type) else { return nil }
+    guard let type = CacheSerializableTypes.shared.type(for: tag) else { return nil }  // another program's type
     let source = ImageSource(cacheIdentity: String(CacheKey.sourceIdentity(of: key) ?? ""))
-    let value = try type.init(cacheRecord: found.record, source: source)
+    let value: any CacheSerializable
+    do {
+      value = try type.init(cacheRecord: record, source: source)
+    } catch let error as PipelineError where error.code == .cacheCorrupt {
+      discardIfStillBad(key: key)
+      return nil
+    }
     if let batch = accesses.record(key, at: now) { try? index.touch(batch) }
     return CacheEntry(value: value, expiresAt: row.expiresAt, validators: row.validators)
+  }
+
+  /// Reads the entry file of `key` through the store's descriptors: missing, corrupt (it fails a
+  /// check, or is no regular file) or its value's parts.
+  private func readFile(_ name: DiskStoreFolder.EntryName, key: String) throws -> Read {
+    let descriptor: Int32
+    let size: Int
+    switch try folder.openEntry(name) {
+    case .missing: return .missing
+    case .notRegular: return .corrupt
+    case .file(let opened, let count): (descriptor, size) = (opened, count)
+    }
+    defer { close(descriptor) }
+    do {
+      let found = try DiskEntryFile.read(
+        descriptor: descriptor, fileSize: size, key: key, maxPayloadBytes: maxBytes, path: directory + "/" + name.relativePath)
+      return .value(type: found.type, record: found.record)
+    } catch let error as PipelineError where error.code == .cacheCorrupt {
+      return .corrupt
+    }
   }
 
   public func setEntry(_ entry: CacheEntry, forKey key: String, source: String) async throws {
@@ -116,148 +161,177 @@ public final class DiskStore: CacheStore {
     }
     let record = value.cacheRecord()
     let tag = type(of: value).cacheTypeTag
-    try await pool.run { try self.write(entry, record: record, tag: tag, key: key, source: source) }
+    try await pool.run { try self.indexed { try self.write(entry, record: record, tag: tag, key: key, source: source) } }
   }
 
   private func write(_ entry: CacheEntry, record: CacheRecord, tag: String, key: String, source: String) throws {
-    let relative = Self.relativePath(for: key)
-    let temporary = directory + "/tmp/" + UUID().uuidString + ".partial"
-    let size = try DiskEntryFile.write(to: temporary, key: key, record: record, type: tag)
-    let final = directory + "/" + relative
-    let subdirectory = (final as NSString).deletingLastPathComponent
+    let name = DiskStoreFolder.EntryName(key: key)
+    let temporary = try folder.createTemporary()
+    let size: Int
+    do {
+      defer { close(temporary.descriptor) }
+      size = try DiskEntryFile.write(
+        to: temporary.descriptor, path: directory + "/tmp/" + temporary.name, key: key, record: record, type: tag)
+    } catch {
+      folder.removeTemporary(temporary.name)  // a disk that filled up mid-write leaves no partial file
+      throw error
+    }
     let pendingAccesses = accesses.drain()
     do {
       try index.write { db in
-        if mkdir(subdirectory, 0o755) != 0 && errno != EEXIST { throw DiskEntryFile.failure("cannot create \(subdirectory)") }
-        guard rename(temporary, final) == 0 else { throw DiskEntryFile.failure("cannot move an entry into \(subdirectory)") }
-        Self.syncDirectory(subdirectory)
-        try DiskIndex.upsert(db, key: key, source: source, file: relative, size: size, type: tag, entry: entry, now: clock())
+        try folder.install(temporary: temporary.name, as: name)
+        try DiskIndex.upsert(
+          db, key: key, source: source, file: name.relativePath, size: size, type: tag, entry: entry, now: clock())
         for (accessed, date) in pendingAccesses {
           try db.execute(
             sql: "UPDATE entries SET accessedAt = MAX(accessedAt, ?) WHERE key = ?",
             arguments: [date.timeIntervalSince1970, accessed])
         }
         let victims = try DiskIndex.evictionVictims(db, maxBytes: maxBytes, maxCount: maxCount)
-        try DiskIndex.delete(db, keys: victims.map(\.key))
-        for victim in victims { unlink(directory + "/" + victim.file) }
+        try DiskIndex.delete(db, storedKeys: victims.map(\.storedKey))
+        for victim in victims { if let key = victim.key { folder.removeEntry(DiskStoreFolder.EntryName(key: key)) } }
       }
     } catch {
-      unlink(temporary)
-      throw error as? PipelineError ?? PipelineError(.cacheFailed, "cannot update the disk cache index: \(error)", cause: error)
+      folder.removeTemporary(temporary.name)
+      throw error
     }
   }
 
   public func refresh(key: String, expiresAt: Date?, validators: CacheValidators) async throws {
     try await pool.run {
-      try self.index.write { db in
-        try db.execute(
-          sql: "UPDATE entries SET expiresAt = ?, etag = ?, lastModified = ?, accessedAt = ? WHERE key = ?",
-          arguments: [
-            expiresAt?.timeIntervalSince1970, validators.etag, validators.lastModified, self.clock().timeIntervalSince1970, key,
-          ])
+      try self.indexed {
+        try self.index.write { db in
+          try db.execute(
+            sql: "UPDATE entries SET expiresAt = ?, etag = ?, lastModified = ?, accessedAt = ? WHERE key = ?",
+            arguments: [
+              expiresAt?.timeIntervalSince1970, validators.etag, validators.lastModified, self.clock().timeIntervalSince1970,
+              key,
+            ])
+        }
       }
     }
   }
 
   public func removeEntry(forKey key: String) async throws {
-    try await pool.run { try self.removeEntries(keys: [key]) }
+    try await pool.run { try self.indexed { try self.removeEntries(keys: [key]) } }
   }
 
+  /// Removes every entry the index knows (each file named by its key; rows whose key is not text
+  /// are deleted with no file).
   public func removeAll() async throws {
     try await pool.run {
-      try self.index.write { db in
-        for file in try String.fetchAll(db, sql: "SELECT file FROM entries") { unlink(self.directory + "/" + file) }
-        try db.execute(sql: "DELETE FROM entries")
+      try self.indexed {
+        try self.index.write { db in
+          for key in try DiskIndex.storedKeys(db).compactMap({ IndexValue.text($0) }) {
+            self.folder.removeEntry(DiskStoreFolder.EntryName(key: key))
+          }
+          try db.execute(sql: "DELETE FROM entries")
+        }
       }
     }
   }
 
   public func purge(source: ImageSource) async throws -> Int {
     try await pool.run {
-      try self.index.write { db in
-        let rows = try GRDB.Row.fetchAll(db, sql: "SELECT key, file FROM entries WHERE source = ?", arguments: [source.identity])
-        for row in rows { unlink(self.directory + "/" + (row["file"] as String)) }
-        try db.execute(sql: "DELETE FROM entries WHERE source = ?", arguments: [source.identity])
-        return rows.count
+      try self.indexed {
+        try self.index.write { db in
+          let keys = try DiskIndex.storedKeys(db, source: source.identity)
+          for key in keys.compactMap({ IndexValue.text($0) }) { self.folder.removeEntry(DiskStoreFolder.EntryName(key: key)) }
+          try db.execute(sql: "DELETE FROM entries WHERE source = ?", arguments: [source.identity])
+          return keys.count
+        }
       }
     }
   }
 
   public func statistics() async throws -> CacheStatistics {
-    let totals = try await pool.run { try self.index.totals() }
+    let totals = try await pool.run { try self.indexed { try self.index.totals() } }
     return CacheStatistics(
       store: name, entries: totals.entries, bytes: totals.bytes, byteLimit: maxBytes, countLimit: maxCount, location: directory)
   }
 
   /// Writes pending access times to the index (hits record them in batches).
-  public func flush() throws { try index.touch(accesses.drain()) }
+  public func flush() throws { try indexed { try index.touch(accesses.drain()) } }
 
-  /// Removes entry files the index does not know (left by a process killed between writing and
-  /// committing) and temporary files; returns how many went.
+  /// Removes what a killed process or a damaged index left: entry files the index does not know,
+  /// temporary files, and index rows that do not decode (with their entry files). Only names the
+  /// store could have made are removed (64 lowercase hex digits in the folder of their first two,
+  /// `*.partial` in `tmp`); anything else in the directory is left alone. Returns how many files
+  /// went. Blocks: from async code, prefer ``removeStrayFiles()``.
+  ///
+  /// ```swift
+  /// let removed = try DiskStore.open(directory: "/var/cache/darkroom").sweep()
+  /// ```
   @discardableResult
   public func sweep() throws -> Int {
-    try index.write { _ in
-      let known = try self.index.files()
-      var removed = 0
-      let root = directory + "/entries"
-      for sub in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + sub)) ?? []
-        where !known.contains("entries/\(sub)/\(name)") {
-          if unlink(root + "/" + sub + "/" + name) == 0 { removed += 1 }
-        }
+    try indexed {
+      try index.write { db in
+        let corrupt = try DiskIndex.corruptRows(db)
+        try DiskIndex.delete(db, storedKeys: corrupt.map(\.storedKey))
+        let known = Set(try DiskIndex.storedKeys(db).compactMap { IndexValue.text($0) }.map(DiskStoreFolder.EntryName.init(key:)))
+        let removed = folder.removeEntries { !known.contains($0) }
+        return removed + folder.removeTemporaries(olderThan: 0)
       }
-      return removed + removeStaleTemporaries(olderThan: 0)
     }
   }
 
+  /// ``sweep()`` on the store's own threads.
+  ///
+  /// ```swift
+  /// print("\(try await store.removeStrayFiles()) stray files removed")
+  /// ```
+  @discardableResult
+  public func removeStrayFiles() async throws -> Int { try await pool.run { try self.sweep() } }
+
   private func removeEntries(keys: [String]) throws {
     try index.write { db in
-      for key in keys {
-        if let file = try String.fetchOne(db, sql: "SELECT file FROM entries WHERE key = ?", arguments: [key]) {
-          unlink(directory + "/" + file)
-        }
-      }
+      for key in keys { folder.removeEntry(DiskStoreFolder.EntryName(key: key)) }
       try DiskIndex.delete(db, keys: keys)
     }
   }
 
-  /// Removes a corrupt entry — after checking again under the write lock, since another process
-  /// may have replaced it meanwhile.
-  private func discardIfStillBad(key: String, file: String) {
+  /// Removes a corrupt entry (a row that does not decode, a file that fails its checks or is not
+  /// a regular file, or a row whose file is gone) — after checking again under the write lock,
+  /// since another process may have replaced it meanwhile. Only a corrupt one is counted.
+  private func discardIfStillBad(key: String) {
     _ = try? index.write { db in
-      let path = directory + "/" + file
-      if (try? DiskEntryFile.read(path: path, key: key)) == nil {
-        unlink(path)
-        try DiskIndex.delete(db, keys: [key])
-        discarded.increment()
+      let name = DiskStoreFolder.EntryName(key: key)
+      var corrupt = false
+      switch try DiskIndex.lookup(db, key) {
+      case .absent: return
+      case .corrupt: corrupt = true
+      case .found:
+        switch try readFile(name, key: key) {
+        case .missing: break
+        case .corrupt: corrupt = true
+        case .value(let tag, let record):
+          guard let type = CacheSerializableTypes.shared.type(for: tag) else { return }
+          let source = ImageSource(cacheIdentity: String(CacheKey.sourceIdentity(of: key) ?? ""))
+          guard (try? type.init(cacheRecord: record, source: source)) == nil else { return }  // replaced meanwhile
+          corrupt = true
+        }
       }
+      folder.removeEntry(name)
+      try DiskIndex.delete(db, keys: [key])
+      if corrupt { discarded.increment() }
     }
   }
 
-  @discardableResult
-  private func removeStaleTemporaries(olderThan age: TimeInterval = 3600) -> Int {
-    let tmp = directory + "/tmp"
-    var removed = 0
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? [] {
-      let path = tmp + "/" + name
-      let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? Date()
-      if Date().timeIntervalSince(modified) >= age, unlink(path) == 0 { removed += 1 }
+  /// Runs `body`, turning an SQLite failure (a damaged or tampered index) into `cacheFailed`.
+  private func indexed<T>(_ body: () throws -> T) throws -> T {
+    do {
+      return try body()
+    } catch let error as PipelineError {
+      throw error
+    } catch {
+      throw PipelineError(
+        .cacheFailed, "the disk cache index in \(directory) failed (it may be damaged; delete index.sqlite): \(error)",
+        cause: error)
     }
-    return removed
   }
 
   /// The file an entry for `key` lives in (whether or not it exists).
   public func filePath(forKey key: String) -> String { directory + "/" + Self.relativePath(for: key) }
 
-  static func relativePath(for key: String) -> String {
-    let digest = SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()
-    return "entries/\(digest.prefix(2))/\(digest)"
-  }
-
-  private static func syncDirectory(_ path: String) {
-    let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard descriptor >= 0 else { return }
-    fsync(descriptor)
-    close(descriptor)
-  }
+  static func relativePath(for key: String) -> String { DiskStoreFolder.EntryName(key: key).relativePath }
 }

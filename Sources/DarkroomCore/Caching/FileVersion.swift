@@ -29,6 +29,10 @@ struct FileVersion: Sendable, CustomStringConvertible {
     changed = (Int(status.st_ctim.tv_sec), Int(status.st_ctim.tv_nsec))
   }
 
+  /// Threads for the `stat` and `realpath` of cache lookups: their own, so that a cache hit never
+  /// waits behind the decodes that fill the CPU pool (a hit is answered before any stage runs).
+  static let lookupPool = BlockingPool(threads: 2, name: "darkroom.file-version")
+
   /// `path` resolved by `realpath(3)` (symlinks and `..`), or `nil`.
   static func realPath(_ path: String) -> String? {
     guard let resolved = realpath(path, nil) else { return nil }

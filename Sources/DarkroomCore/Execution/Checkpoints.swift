@@ -72,7 +72,7 @@ struct Checkpoints: Sendable {
       let isFile = if case .file = source.location { true } else { false }
       let found =
         isFile
-        ? try await context.blocking { (CacheKey.identity(of: source), CacheKey.purgeIdentity(of: source)) }
+        ? try await FileVersion.lookupPool.run { (CacheKey.identity(of: source), CacheKey.purgeIdentity(of: source)) }
         : (CacheKey.identity(of: source), source.identity)
       guard let identity = found.0 else { return Checkpoints(stages: stages, keys: [:], identity: source.identity) }
       keyIdentity = identity
