@@ -27,11 +27,9 @@ final class DiskStoreFolder: Sendable {
     guard descriptor >= 0 else { throw DiskEntryFile.failure("cannot open the disk cache directory \(path)") }
     for name in ["entries", "tmp"] {
       let folder = Self.openFolder(in: descriptor, name, create: true)
-      guard folder >= 0 else {
-        let error = DiskEntryFile.failure("cannot create \(path)/\(name)")
-        close(descriptor)
-        throw error
-      }
+      // On failure deinit closes `descriptor` (every stored property is set): closing it here
+      // too would close whatever another thread opened next under the same number.
+      guard folder >= 0 else { throw DiskEntryFile.failure("cannot create \(path)/\(name)") }
       close(folder)
     }
   }
