@@ -42,10 +42,20 @@ struct InputExpander {
       case .system: throw ListError(description: error.description)
       }
     }
-    return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map {
-      $0.trimmingCharacters(in: .whitespaces)
+    // Lines end at "\n" only (a "\r" before it is dropped): a file name may hold U+2028, U+0085,
+    // a vertical tab or a form feed, and splitting there would make one listed name two inputs.
+    // A NUL cannot be in a path: such a line is refused, not cut short.
+    var lines: [String] = []
+    for (number, raw) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+      var bytes = raw
+      if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
+      if bytes.contains(0) {
+        throw ListError(description: "line \(number + 1) holds a NUL byte, which no path or URL can hold")
+      }
+      let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+      if !line.isEmpty && !line.hasPrefix("#") { lines.append(line) }
     }
-    .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+    return lines
   }
 
   struct ListError: Error, CustomStringConvertible {

@@ -190,7 +190,12 @@ struct DiskStoreAttackTests {
     #expect(bench.canariesSurvive)
   }
 
-  @Test("FIFOs, symlinks and folders where entries live are prompt misses, removed without being followed")
+  // Opening a FIFO for a blocking read waits for a writer that never comes: the time limit is
+  // what fails when an entry is read that way (a bound in seconds would only measure the disk's
+  // fsync latency under load).
+  @Test(
+    "FIFOs, symlinks and folders where entries live are prompt misses, removed without being followed",
+    .timeLimit(.minutes(2)))
   func nonRegularEntries() async throws {
     let bench = try AttackBench()
     defer { bench.remove() }
@@ -212,10 +217,7 @@ struct DiskStoreAttackTests {
     try FileManager.default.removeItem(atPath: folder6)
     #expect(symlink(bench.sibling, folder6) == 0)
 
-    let clock = ContinuousClock()
-    let start = clock.now
     for seed in 1...6 { #expect(try await AttackBench.get(store, seed) == nil, "entry \(seed)") }
-    #expect(clock.now - start < .seconds(5))
     for seed in 1...5 { #expect(!AttackBench.exists(path(seed)), "entry \(seed) is still there") }
     #expect(store.discardedEntries == 5)
     #expect(try await store.statistics().entries == 0)

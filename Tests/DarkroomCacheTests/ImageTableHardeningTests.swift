@@ -458,3 +458,28 @@ struct ImageTableFullDiskTests {
     #expect(outcome.reopened == ["a", "b", "c"])
   }
 }
+
+extension ImageTableHardeningTests {
+  @Test("a symlink where the table file belongs is never followed: the link is replaced, what it names is untouched")
+  func symlinkedTableFile() throws {
+    let directory = try temporaryDirectory("table-symlink")
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let format = try Self.format(maxCount: 2)
+    let outside = directory + "/outside"
+    try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(atPath: directory + "/tables", withIntermediateDirectories: true)
+    let tablePath = directory + "/tables/" + format.name + ".imagetable"
+    // Dangling (the open would create the target) and pointing at an existing file.
+    for target in [outside + "/created-through-link", outside + "/victim"] {
+      if target.hasSuffix("victim") { try Data("keep me".utf8).write(to: URL(fileURLWithPath: target)) }
+      try? FileManager.default.removeItem(atPath: tablePath)
+      #expect(symlink(target, tablePath) == 0)
+      let table = try ImageTable(directory: directory + "/tables", format: format)
+      try Self.put(table, "a", seed: 1)
+      #expect(table.retrieve("a") != nil)
+      #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: tablePath)) == nil, "the link was replaced")
+    }
+    #expect(!FileManager.default.fileExists(atPath: outside + "/created-through-link"))
+    #expect((try? String(contentsOfFile: outside + "/victim", encoding: .utf8)) == "keep me")
+  }
+}

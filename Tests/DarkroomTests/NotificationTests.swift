@@ -173,3 +173,18 @@ final class CapturingLogHandler: LogHandler, @unchecked Sendable {
     lock.withLock { stored.append(Record(level: event.level, message: "\(event.message)", metadata: event.metadata ?? [:])) }
   }
 }
+
+extension NotificationTests {
+  @Test("a JSON Lines log that is a FIFO nobody reads, a folder or a device is refused at once, never waited on")
+  func jsonLinesLogIsARegularFile() throws {
+    let folder = NSTemporaryDirectory() + "darkroom-jsonl-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    #expect(mkfifo(folder + "/fifo", 0o644) == 0)
+    for path in [folder + "/fifo", folder, "/dev/null"] {
+      #expect(throws: PipelineError.self, "\(path)") { try JSONLinesSink(path: path) }
+    }
+    _ = try JSONLinesSink(path: folder + "/log.jsonl")
+    #expect(FileManager.default.fileExists(atPath: folder + "/log.jsonl"))
+  }
+}

@@ -212,3 +212,27 @@ extension RunnerBoundaryTests {
     #expect(elapsed < .seconds(10), "\(elapsed)")
   }
 }
+
+extension RunnerBoundaryTests {
+  @Test(
+    "an input list's lines end at a line feed only: a name holding U+2028, U+0085, VT or FF stays one input; a NUL is refused")
+  func inputListLines() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let png = try Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/rings.png"))
+    let names = ["odd\u{2028}name.png", "odd\u{85}name2.png", "odd\u{0B}name3.png", "odd\u{0C}name4.png"]
+    for name in names { try png.write(to: URL(fileURLWithPath: folder + "/" + name)) }
+    // The pieces a split would make: a file that must never be read.
+    try FileManager.default.createDirectory(atPath: folder + "/name.png", withIntermediateDirectories: true)
+    let list = folder + "/list.txt"
+    try Data((names.map { folder + "/" + $0 }.joined(separator: "\r\n") + "\n").utf8).write(to: URL(fileURLWithPath: list))
+    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "--input-list", list, "--output", folder + "/out"])
+    #expect(run.status == 0, "\(run.stderr)")
+    #expect(run.stderr.contains("done 4, failed 0"), "\(run.stderr)")
+    var withNUL = Data((folder + "/" + names[0]).utf8)
+    withNUL.append(contentsOf: [0] + Array("/etc/passwd\n".utf8))
+    try withNUL.write(to: URL(fileURLWithPath: list))
+    let refused = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "--input-list", list, "--output", folder + "/out2"])
+    #expect(refused.status == 64 && refused.stderr.contains("NUL"), "\(refused.stderr)")
+  }
+}

@@ -1,5 +1,7 @@
+import Darkroom
 import DarkroomCore
 import DarkroomHTTPTestServer
+import DarkroomTesting
 import Foundation
 import Testing
 
@@ -177,6 +179,38 @@ extension RunnerOutputTests {
       #expect(run.status == 0, "\(run.stderr)")
       let purge = try Runner.run(["cache", "purge", pipeline, spelling] + cache)
       #expect(purge.stdout.contains(": 1 entry removed"), "spelling \(index): \(purge.stdout)\(purge.stderr)")
+    }
+  }
+}
+
+extension RunnerOutputTests {
+  @Test(
+    "variants (or pipelines sharing a cache) that differ only in a background colour get their own colour, in flight and from the cache"
+  )
+  func backgroundIsPartOfTheWork() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    // center pads the 300×300 box; the encode background flattens nothing here (no alpha).
+    func variant(_ name: String, _ colour: String) -> String {
+      #"{"name": "\#(name)", "stages": [{"stage": "resize", "width": 300, "height": 300, "mode": "center", "background": "\#(colour)"}, {"stage": "encode", "format": "png"}, {"stage": "cache", "store": "disk", "directory": "\#(folder)/cache"}]}"#
+    }
+    let pipeline = folder + "/colours.json"
+    try Data(
+      (#"{"version": 1, "name": "colours", "stages": [{"stage": "fetch"}, {"stage": "decode"}], "variants": ["#
+        + variant("red", "#ff0000") + ", " + variant("green", "#00ff00") + "]}").utf8
+    ).write(to: URL(fileURLWithPath: pipeline))
+    try TestImages.encoded(.png(), width: 100, height: 50).data.write(to: URL(fileURLWithPath: folder + "/small.png"))
+    func corner(_ path: String) throws -> [UInt8] {
+      let bytes = ImageBytes(try Data(contentsOf: URL(fileURLWithPath: path)))
+      let decoded = try Decoder(autoRotate: false).decode(FetchedData(source: ImageSource(path: path), bytes: bytes))
+      return Array(try decoded.image.pixel(x: 0, y: 0).prefix(3))
+    }
+    for round in 0..<2 {  // the second round is answered by the cache
+      let output = folder + "/out\(round)"
+      let run = try Runner.run(["run", pipeline, folder + "/small.png", "--output", output])
+      #expect(run.status == 0, "\(run.stderr)")
+      #expect(try corner(output + "/small-red.png") == [255, 0, 0], "round \(round)")
+      #expect(try corner(output + "/small-green.png") == [0, 255, 0], "round \(round)")
     }
   }
 }

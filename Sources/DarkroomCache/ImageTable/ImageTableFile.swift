@@ -92,6 +92,24 @@ final class ImageTableFile: @unchecked Sendable {
   /// Entry headers found damaged when the file was opened (their slots were emptied).
   private(set) var droppedOnOpen: [(slot: Int, reason: String)] = []
 
+  /// Opens (creating) the table file itself, never through a symlink and never blocking on a FIFO:
+  /// a symlink in its place is removed (the link, not what it names) and a new file made; anything
+  /// else that is not a regular file fails the open. Returns the descriptor, or -1 with `errno`.
+  static func openOwnFile(_ path: String) -> Int32 {
+    let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
+    var descriptor = Glibc.open(path, flags, 0o644)
+    if descriptor < 0, errno == ELOOP, unlink(path) == 0 { descriptor = Glibc.open(path, flags, 0o644) }
+    guard descriptor >= 0 else { return -1 }
+    var status = stat()
+    guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+      close(descriptor)
+      errno = EINVAL
+      return -1
+    }
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+    return descriptor
+  }
+
   static func roundToPage(_ bytes: Int) -> Int { (bytes + pageSize - 1) / pageSize * pageSize }
 
   /// Opens or creates the file and reads its directory; `recreateOnMismatch` recreates a file of
@@ -103,7 +121,7 @@ final class ImageTableFile: @unchecked Sendable {
     directoryOffset = Self.pageSize
     slotsOffset = Self.pageSize + Self.roundToPage(format.maxCount * Self.entryHeaderSize)
     size = slotsOffset + format.slotBytes * format.maxCount  // bounded by format.validate()
-    descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    descriptor = Self.openOwnFile(path)
     guard descriptor >= 0 else { throw Self.failure(.cacheUnavailable, "cannot open the image table \(path)") }
     // On failure the descriptor is closed by deinit, which runs because every stored property is
     // set by now; closing it here too would close whatever another thread opened next under the

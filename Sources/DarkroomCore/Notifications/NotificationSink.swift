@@ -95,14 +95,21 @@ public final class JSONLinesSink: NotificationSink, @unchecked Sendable {
       self.init(handle: .standardOutput, closesHandle: false)
       return
     }
-    if !FileManager.default.fileExists(atPath: path), !FileManager.default.createFile(atPath: path, contents: nil) {
-      throw PipelineError(.writeFailed, "cannot create the notification log \(path): check the folder exists and is writable")
+    // Appending to a regular file only: a FIFO nobody reads would block this open (and the
+    // pipeline's loading) for ever, a device or a symlink is not a log.
+    let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0o644)
+    guard descriptor >= 0 else {
+      let reason = String(cString: strerror(errno))
+      throw PipelineError(
+        .writeFailed, "cannot open the notification log \(path) for appending: \(reason); give a writable regular file")
     }
-    guard let handle = FileHandle(forWritingAtPath: path) else {
-      throw PipelineError(.writeFailed, "cannot open the notification log \(path) for writing")
+    var status = stat()
+    guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+      Glibc.close(descriptor)
+      throw PipelineError(.writeFailed, "the notification log \(path) is not a regular file; give a file (or - for stdout)")
     }
-    _ = try? handle.seekToEnd()
-    self.init(handle: handle, closesHandle: true)
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+    self.init(handle: FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), closesHandle: true)
   }
 
   init(handle: FileHandle, closesHandle: Bool) {

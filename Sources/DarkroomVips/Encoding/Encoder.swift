@@ -27,7 +27,11 @@ public struct Encoder: Stage {
     self.background = background
   }
 
-  public var identifier: String { "encode(\(format.identifier),keepMetadata=\(keepMetadata))" }
+  /// Every setting that changes the bytes, the flattening colour included (two encoders that
+  /// differ only in it must not share a cached or in-flight value).
+  public var identifier: String {
+    "encode(\(format.identifier),keepMetadata=\(keepMetadata),background=\(background.map { String($0) }.joined(separator: "/")))"
+  }
 
   public func process(_ input: DecodedImage, context: StageContext) async throws -> EncodedImage {
     try await withTaskCancellationHandler {

@@ -60,7 +60,7 @@ public struct Resizer: Stage {
     case .smart(let strategy): anchorText = strategy.rawValue
     }
     return "resize(\(width.map(String.init) ?? "auto")x\(height.map(String.init) ?? "auto"),\(mode.rawValue),\(kernel.rawValue),"
-      + "upscale=\(upscale),\(anchorText))"
+      + "upscale=\(upscale),\(anchorText),background=\(background.map { String($0) }.joined(separator: "/")))"
   }
 
   /// The size an image of `inputWidth`×`inputHeight` is scaled to, before `fill` crops or `center`
