@@ -227,3 +227,22 @@ extension CheckpointTests {
     #expect(output.source == ImageSource(path: path), "the hit carries the run's own source")
   }
 }
+
+extension CheckpointTests {
+  @Test("a memory store counts a decoded image by its pixels (it counted 1 KiB), so its byte limit bounds decoded images too")
+  func decodedImagesCostTheirPixels() async throws {
+    let path = NSTemporaryDirectory() + "darkroom-cost-\(UUID().uuidString).png"
+    try TestImages.encoded(.png(), width: 400, height: 300).data.write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let store = MemoryStore(costLimit: 64 << 20)
+    let pipeline = Pipeline(name: "decoded") {
+      Fetcher()
+      Decoder()
+      Cache<DecodedImage>(store: store, maxAge: .seconds(60))
+    }
+    _ = try await pipeline.process(ImageSource(path: path))
+    let stats = try await store.statistics()
+    #expect(stats.entries == 1, "\(stats)")
+    #expect(stats.bytes == 400 * 300 * 3, "\(stats)")
+  }
+}

@@ -1,3 +1,4 @@
+import CVips
 import DarkroomCore
 
 /// A decoded image and what is known about where it came from.
@@ -65,3 +66,16 @@ extension DecodedImage: ShareableValue {
 
 /// A table-cache hit for another run is given this run's source.
 extension DecodedImage: SourceCarrying {}
+
+/// What keeping a decoded image costs a memory store: its pixels as decoded (width × height ×
+/// bands × bytes per sample), whether or not they are decoded yet, so that a store's byte limit
+/// bounds decoded images as it bounds encoded ones.
+extension DecodedImage: CacheCost {
+  public var cacheCost: Int {
+    let sample = max(1, Int(vips_format_sizeof(vips_image_get_format(image.pointer))))
+    let (area, overflow) = image.width.multipliedReportingOverflow(by: image.height)
+    let (perPixel, overflow2) = image.bands.multipliedReportingOverflow(by: sample)
+    let (total, overflow3) = area.multipliedReportingOverflow(by: perPixel)
+    return overflow || overflow2 || overflow3 ? Int.max : max(total, 1024)
+  }
+}
