@@ -23,6 +23,12 @@ final class CurlTransfer: @unchecked Sendable {
   var headers: [String: String] = [:]
   var exceededLimit = false
   var forbidden: String?
+  /// The host of the first request, when the request carries headers of its own (a key, a
+  /// token): such headers are never sent to another host on a redirect (libcurl drops only
+  /// `Authorization` and `Cookie`).
+  let headerHost: String?
+  /// Set when a redirect to another host was refused for that reason.
+  var headersWithheld: String?
   /// Bytes of header lines of the current response; past ``maxHeaderBytes`` the transfer stops.
   private var headerBytes = 0
   var headersTooLarge = false
@@ -51,6 +57,7 @@ final class CurlTransfer: @unchecked Sendable {
     self.url = url
     self.maxBytes = options.maxBytes
     self.policy = DestinationPolicy(options: options)
+    self.headerHost = options.headers.isEmpty ? nil : URLComponents(string: url)?.host?.lowercased()
     self.progress = progress
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
@@ -111,6 +118,9 @@ final class CurlTransfer: @unchecked Sendable {
     _ = dr_set_header_callback(easy, curlHeader, user)
     _ = dr_set_progress_callback(easy, curlProgress, user)
     _ = dr_set_opensocket_callback(easy, curlOpenSocket, user)
+    // Every hop connects afresh (no pooled connection to another host), so that the host check
+    // in the socket callback sees each one.
+    if headerHost != nil { _ = dr_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
   }
 
   fileprivate func append(_ data: UnsafeRawBufferPointer) -> Bool {
@@ -187,6 +197,8 @@ struct CurlOutcome: Sendable {
   var exceededLimit: Bool
   var forbidden: String?
   var cancelled: Bool
+  /// Set when a redirect to another host was refused because the request carries its own headers.
+  var headersWithheld: String?
   /// Whether the response's headers passed ``CurlTransfer/maxHeaderBytes`` (or libcurl's limit).
   var headersTooLarge = false
   /// Whether a connection to the server was made (a timeout before it is a connect timeout).
@@ -208,7 +220,7 @@ extension CurlTransfer {
     let connected = dr_getinfo_off(easy, CURLINFO_CONNECT_TIME_T, &connectMicroseconds) != CURLE_OK || connectMicroseconds > 0
     return CurlOutcome(
       code: code, status: status, headers: headers, body: body.take(), errorText: errorText, effectiveURL: effective,
-      exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled,
+      exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled, headersWithheld: headersWithheld,
       headersTooLarge: headersTooLarge || oversizedHeader, connected: connected)
   }
 }
@@ -241,7 +253,12 @@ private let curlOpenSocket: dr_opensocket_callback = { user, _, address in
   guard let transfer = transfer(user), let address else { return CURL_SOCKET_BAD }
   var bytes = [UInt8](repeating: 0, count: 16)
   let length = Int(dr_sockaddr_bytes(address, &bytes))
-  if length > 0, let refusal = transfer.policy.refusal(address: Array(bytes.prefix(length)), host: transfer.currentHost()) {
+  let host = transfer.currentHost()
+  if let first = transfer.headerHost, let host, host.lowercased() != first {
+    transfer.headersWithheld = "\(first) redirected to \(host)"
+    return CURL_SOCKET_BAD
+  }
+  if length > 0, let refusal = transfer.policy.refusal(address: Array(bytes.prefix(length)), host: host) {
     transfer.forbidden = refusal
     return CURL_SOCKET_BAD
   }

@@ -21,6 +21,12 @@ struct HTTPOutcomeClassifier {
       .failure(PipelineError(code, message, source: shown, cause: cause), retryable: retryable, retryAfter: retryAfter)
     }
     if outcome.cancelled { return fail(.cancelled, "the transfer of \(shown) was cancelled") }
+    if let withheld = outcome.headersWithheld, outcome.code != CURLE_OK {
+      return fail(
+        .forbiddenDestination,
+        "refused to follow the redirect for \(shown) (\(withheld)): the request's own headers are never sent to "
+          + "another host; fetch the redirect's target directly, or without the headers")
+    }
     if let forbidden = outcome.forbidden, outcome.code != CURLE_OK {
       return fail(
         .forbiddenDestination,

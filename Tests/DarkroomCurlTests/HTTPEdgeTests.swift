@@ -101,3 +101,33 @@ extension HTTPTransportTests {
     #expect(await fine.fetch(server.url("/a.jpg")).data != nil)
   }
 }
+
+extension HTTPTransportTests {
+  @Test("a request's own headers are never sent to another host on a redirect; the same host, or no headers, follow it")
+  func headersStayWithTheirHost() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/a.jpg": .ok(body: image, contentType: "image/jpeg"), "/same": .redirect(to: "/a.jpg"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let port = try #require(URL(string: server.url("/"))?.port)
+    let other = try await TestHTTPServer.start(routes: [
+      "/other": .redirect(to: "http://localhost:\(port)/a.jpg")
+    ])
+    defer { Task { try? await other.shutdown() } }
+    let keyed = HTTPHarness {
+      $0.allowHosts = ["127.0.0.1", "localhost", "::1"]
+      $0.headers = ["X-Api-Key": "secret"]
+      $0.retries = 0
+    }
+    let crossing = await keyed.fetch(other.url("/other"))
+    #expect(crossing.errorCode == .forbiddenDestination, "\(crossing)")
+    if case .failure(let error) = crossing { #expect(error.message.contains("own headers"), "\(error.message)") }
+    #expect(server.requestCount("/a.jpg") == 0, "the other host got no request with the key")
+    #expect(await keyed.fetch(server.url("/same")).data != nil, "a redirect on the same host is followed")
+    let plain = HTTPHarness {
+      $0.allowHosts = ["127.0.0.1", "localhost", "::1"]
+      $0.retries = 0
+    }
+    #expect(await plain.fetch(other.url("/other")).data != nil, "without headers of its own a request follows any redirect")
+  }
+}
