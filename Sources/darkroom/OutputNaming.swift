@@ -9,8 +9,8 @@ import Foundation
 /// (compared without case, as some file systems do) — `a.jpg` and `a.png`, `x/a.jpg` and
 /// `y/a.jpg` with `--recursive`, `a b.jpg` and `a_b.jpg` — each of them is named with its own
 /// extension added (`a-jpg`, `a-png`) or, when that still leaves two alike, with the first 8 hex
-/// digits of a SHA-256 of its absolute path or URL (`a-3f9c1e07`). An input given twice is run
-/// once.
+/// digits of a SHA-256 of its absolute path or URL (`a-3f9c1e07`); a name made so that still
+/// equals another input's gets a longer digest. An input given twice is run once.
 enum OutputNaming {
   /// `sources` without repeats (the first of each kept, by request identity), and how many went.
   static func distinct(_ sources: [ImageSource]) -> (sources: [ImageSource], repeated: Int) {
@@ -36,6 +36,21 @@ enum OutputNaming {
         result[index].name = name
         taken.insert(name.lowercased())
       }
+    }
+    // A made name can still equal another input's own (`a-3f9c1e07.jpg` beside `a.jpg` and
+    // `a.png`): every name still shared gets a digest, longer each round, until none is.
+    var digestBytes = 4
+    while digestBytes <= 32 {
+      var owners: [String: [Int]] = [:]
+      for (index, source) in result.enumerated() { owners[source.name.lowercased(), default: []].append(index) }
+      let shared = owners.values.filter { $0.count > 1 }
+      if shared.isEmpty { break }
+      for members in shared {
+        for index in members {
+          result[index].name = sources[index].name + "-" + RequestDigest.hex(sources[index].identity, bytes: digestBytes)
+        }
+      }
+      digestBytes *= 2
     }
     return result
   }

@@ -214,3 +214,26 @@ extension RunnerOutputTests {
     }
   }
 }
+
+extension RunnerOutputTests {
+  @Test("a name made unique with a digest never equals another input's own name")
+  func madeNamesStayUnique() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let inputs = folder + "/in"
+    try FileManager.default.createDirectory(atPath: inputs, withIntermediateDirectories: true)
+    let images = Runner.package.path + "/Examples/images/"
+    try FileManager.default.copyItem(atPath: images + "dunes.jpg", toPath: inputs + "/a.jpg")
+    try FileManager.default.copyItem(atPath: images + "dunes.jpg", toPath: inputs + "/a.JPG")
+    // a.jpg and a.JPG differ only by case: both get a digest; a third input is named like one.
+    let first = try Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/probe"])
+    #expect(first.status == 0, "\(first.stderr)")
+    let made = try FileManager.default.contentsOfDirectory(atPath: folder + "/probe").sorted()
+    let madeStem = try #require(made.first?.replacingOccurrences(of: "-thumb.jpg", with: ""))
+    try FileManager.default.copyItem(atPath: images + "rings.png", toPath: inputs + "/" + madeStem + ".png")
+    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
+    #expect(run.status == 0, "\(run.stderr)")
+    #expect(run.stderr.contains("done 3, failed 0"), "\(run.stderr)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out").count == 3)
+  }
+}
