@@ -22,17 +22,17 @@ enum Terminal {
   static func out(_ line: String) {
     lock.withLock {
       guard !stdoutFailed else { return }
-      if DescriptorWriter.writeAll(1, Array((printable(line, keepingNewlines: true) + "\n").utf8)) != nil { stdoutFailed = true }
+      if DescriptorIO.writeAll(1, Array((printable(line, keepingNewlines: true) + "\n").utf8)) != nil { stdoutFailed = true }
     }
   }
 
   static func error(_ line: String) {
-    lock.withLock { _ = DescriptorWriter.writeAll(2, Array((printable(line, keepingNewlines: true) + "\n").utf8)) }
+    lock.withLock { _ = DescriptorIO.writeAll(2, Array((printable(line, keepingNewlines: true) + "\n").utf8)) }
   }
 
   /// Rewrites the current stderr line (progress bars).
   static func status(_ line: String) {
-    lock.withLock { _ = DescriptorWriter.writeAll(2, Array(("\r\u{1B}[2K" + printable(line)).utf8)) }
+    lock.withLock { _ = DescriptorIO.writeAll(2, Array(("\r\u{1B}[2K" + printable(line)).utf8)) }
   }
 
   static var stderrIsTerminal: Bool { isatty(2) == 1 }

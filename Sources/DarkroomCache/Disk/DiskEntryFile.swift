@@ -142,14 +142,9 @@ enum DiskEntryFile {
   }
 
   private static func writeAll(_ descriptor: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws {
-    var done = 0
-    while done < buffer.count {
-      let count = Glibc.write(descriptor, buffer.baseAddress! + done, buffer.count - done)
-      if count < 0 {
-        if errno == EINTR { continue }
-        throw failure("cannot write \(path)")
-      }
-      done += count
+    if let code = DescriptorIO.writeAll(descriptor, buffer) {
+      errno = code
+      throw failure("cannot write \(path)")
     }
   }
 
@@ -157,16 +152,9 @@ enum DiskEntryFile {
     _ descriptor: Int32, _ buffer: UnsafeMutableRawBufferPointer, count: Int? = nil, at offset: Int, path: String
   ) throws {
     let total = count ?? buffer.count
-    var done = 0
-    while done < total {
-      let result = pread(descriptor, buffer.baseAddress! + done, total - done, off_t(offset + done))
-      if result < 0 {
-        if errno == EINTR { continue }
-        throw failure("cannot read \(path)")
-      }
-      if result == 0 { throw corrupt(path, "ended early") }
-      done += result
-    }
+    let done = DescriptorIO.readAll(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<total]), at: offset)
+    if done < 0 { throw failure("cannot read \(path)") }
+    if done < total { throw corrupt(path, "ended early") }
   }
 
   static func failure(_ what: String) -> PipelineError {

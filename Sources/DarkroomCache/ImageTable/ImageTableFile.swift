@@ -513,38 +513,15 @@ final class ImageTableFile: @unchecked Sendable {
 
   // MARK: Bounded I/O
 
-  /// Reads up to `buffer.count` bytes at `offset`, retrying on `EINTR` and short reads; returns
-  /// the count read (less at the end of the file), or -1 with `errno` set.
+  /// Reads up to `buffer.count` bytes at `offset`: the count read (less at the end of the file),
+  /// or -1 with `errno` set.
   func readAll(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
-    guard let base = buffer.baseAddress else { return 0 }
-    var done = 0
-    while done < buffer.count {
-      let count = pread(descriptor, base + done, buffer.count - done, off_t(offset + done))
-      if count < 0 {
-        if errno == EINTR { continue }
-        return -1
-      }
-      if count == 0 { break }
-      done += count
-    }
-    return done
+    DescriptorIO.readAll(descriptor, into: buffer, at: offset)
   }
 
-  /// Writes all of `bytes` at `offset`, retrying on `EINTR` and short writes; returns 0, or the
-  /// `errno` of the failure (`ENOSPC` for a write that stopped short on a full disk).
+  /// Writes all of `bytes` at `offset`; returns 0, or the `errno` of the failure.
   func writeAll(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Int32 {
-    guard let base = bytes.baseAddress else { return 0 }
-    var done = 0
-    while done < bytes.count {
-      let count = pwrite(descriptor, base + done, bytes.count - done, off_t(offset + done))
-      if count < 0 {
-        if errno == EINTR { continue }
-        return errno
-      }
-      if count == 0 { return ENOSPC }
-      done += count
-    }
-    return 0
+    DescriptorIO.writeAll(descriptor, bytes, at: offset) ?? 0
   }
 
   private func append<T: FixedWidthInteger>(_ value: T, _ bytes: inout [UInt8]) {

@@ -76,10 +76,15 @@ public enum CacheKey {
   /// ```swift
   /// let key = CacheKey.make(prefix: "", source: CacheKey.identity(of: source) ?? "", upstream: ids)
   /// ```
-  public static func identity(of source: ImageSource) -> String? {
-    guard case .file(let path) = source.location else { return source.requestIdentity }
-    guard let real = FileVersion.realPath(path), let version = FileVersion(path: real) else { return nil }
-    return ImageSource(path: real).requestIdentity + "@" + version.description
+  public static func identity(of source: ImageSource) -> String? { identities(of: source)?.key }
+
+  /// The key identity and the identity stores record (``purgeIdentity(of:)``), from one
+  /// `realpath` and one `stat` for a file; `nil` for a file that cannot be inspected.
+  static func identities(of source: ImageSource) -> (key: String, recorded: String)? {
+    guard case .file(let path) = source.location else { return (source.requestIdentity, source.identity) }
+    guard let real = FileTransport.realPath(path), let version = FileVersion(path: real) else { return nil }
+    let recorded = ImageSource(path: real).identity
+    return (recorded + "@" + version.description, recorded)
   }
 
   /// The source identity a key belongs to.

@@ -33,13 +33,6 @@ struct FileVersion: Sendable, CustomStringConvertible {
   /// waits behind the decodes that fill the CPU pool (a hit is answered before any stage runs).
   static let lookupPool = BlockingPool(threads: 2, name: "darkroom.file-version")
 
-  /// `path` resolved by `realpath(3)` (symlinks and `..`), or `nil`.
-  static func realPath(_ path: String) -> String? {
-    guard let resolved = realpath(path, nil) else { return nil }
-    defer { free(resolved) }
-    return String(cString: resolved)
-  }
-
   var description: String {
     "\(device):\(inode):\(size):\(modified.seconds).\(modified.nanoseconds):\(changed.seconds).\(changed.nanoseconds)"
   }

@@ -71,12 +71,10 @@ struct Checkpoints: Sendable {
     if let source {
       let isFile = if case .file = source.location { true } else { false }
       let found =
-        isFile
-        ? try await FileVersion.lookupPool.run { (CacheKey.identity(of: source), CacheKey.purgeIdentity(of: source)) }
-        : (CacheKey.identity(of: source), source.identity)
-      guard let identity = found.0 else { return Checkpoints(stages: stages, keys: [:], identity: source.identity) }
-      keyIdentity = identity
-      purgeIdentity = found.1
+        isFile ? try await FileVersion.lookupPool.run { CacheKey.identities(of: source) } : CacheKey.identities(of: source)
+      guard let found else { return Checkpoints(stages: stages, keys: [:], identity: source.identity) }
+      keyIdentity = found.key
+      purgeIdentity = found.recorded
     }
     var keys: [Int: String] = [:]
     for (index, stage) in stages.enumerated() {

@@ -83,8 +83,7 @@ public final class JSONLinesSink: NotificationSink, @unchecked Sendable {
   private let handle: FileHandle
   private let closesHandle: Bool
   private let queue = DispatchQueue(label: "darkroom.jsonl-sink")
-  private let lock = NSLock()
-  private var failure: String?  // guarded by `lock`: why the output ended
+  private var failure: String?  // only touched on `queue`: why the output ended
 
   /// Standard output.
   public static var standardOutput: JSONLinesSink { JSONLinesSink(handle: .standardOutput, closesHandle: false) }
@@ -124,12 +123,12 @@ public final class JSONLinesSink: NotificationSink, @unchecked Sendable {
     let descriptor = handle.fileDescriptor
     let result: String? = await withCheckedContinuation { continuation in
       queue.async { [self] in
-        if let failure = lock.withLock({ failure }) {
+        if let failure {
           continuation.resume(returning: failure)
           return
         }
-        let reason = DescriptorWriter.writeAll(descriptor, line).map { String(cString: strerror($0)) }
-        if let reason { lock.withLock { failure = reason } }
+        let reason = DescriptorIO.writeAll(descriptor, line).map { String(cString: strerror($0)) }
+        if let reason { failure = reason }
         continuation.resume(returning: reason)
       }
     }

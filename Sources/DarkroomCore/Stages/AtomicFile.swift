@@ -87,20 +87,8 @@ public enum AtomicFile {
     let registered = shown + "/" + temporary
     inProgress.withLock { _ = $0.insert(registered) }
     defer { inProgress.withLock { _ = $0.remove(registered) } }
-    var written = 0
-    var failure: Int32 = 0  // the errno of the first failing write or close
-    bytes.withUnsafeBytes { buffer in
-      guard let base = buffer.baseAddress else { return }
-      while written < buffer.count {
-        let count = Glibc.write(descriptor, base + written, buffer.count - written)
-        if count < 0 {
-          if errno == EINTR { continue }
-          failure = errno
-          return
-        }
-        written += count
-      }
-    }
+    // The errno of the first failing write or close.
+    var failure = bytes.withUnsafeBytes { DescriptorIO.writeAll(descriptor, $0) } ?? 0
     if close(descriptor) != 0, failure == 0 { failure = errno }
     if failure != 0 {
       unlinkat(folder, temporary, 0)

@@ -159,13 +159,7 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
   /// read fails: a decoder then reports the image as truncated).
   private static func read(_ descriptor: Int32, upTo count: Int) -> UnsafeMutableRawBufferPointer {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
-    var filled = 0
-    while filled < count {
-      let got = pread(descriptor, buffer.baseAddress! + filled, count - filled, off_t(filled))
-      if got < 0, errno == EINTR { continue }
-      if got <= 0 { break }
-      filled += got
-    }
+    let filled = max(0, DescriptorIO.readAll(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0))
     return UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled)
   }
 

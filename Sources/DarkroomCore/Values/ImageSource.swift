@@ -117,7 +117,7 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   /// try await CacheStores.shared.purge(source: ImageSource("./photos/../a.jpg"))   // resolves it
   /// ```
   public var resolved: ImageSource {
-    guard case .file(let path) = location, let real = FileVersion.realPath(path) else { return self }
+    guard case .file(let path) = location, let real = FileTransport.realPath(path) else { return self }
     var copy = self
     copy.location = .file(path: real)
     return copy
