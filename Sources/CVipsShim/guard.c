@@ -142,7 +142,7 @@ static DrGuardVerdict dr_guard_png(DrReader *r, const DrGuardLimits *limits, DrG
   if (dr_read(r, 0, head, sizeof head) || memcmp(head + 12, "IHDR", 4) || be32(head + 8) != 13)
     return DR_GUARD_OK;  // the loader names the damage
   if (dr_declared(result, be32(head + 16), be32(head + 20), limits)) return result->verdict;
-  uint64_t position = 8, metadata = 0, chunks = 0;
+  uint64_t position = 8, metadata = 0, chunks = 0, frames = 0;
   while (position + 8 <= r->size) {
     unsigned char header[8];
     if (dr_read(r, position, header, 8)) break;
@@ -165,7 +165,15 @@ static DrGuardVerdict dr_guard_png(DrReader *r, const DrGuardLimits *limits, DrG
                         "the file is truncated or damaged",
                         type, (unsigned long long)position, length, (unsigned long long)(r->size - data));
     }
-    if (!critical) {
+    // An APNG's animation chunks are frames, not metadata: libpng skips them (only the default
+    // image is decoded), and they count against the frame limit like a GIF's or a WebP's frames.
+    int animation = !memcmp(type, "acTL", 4) || !memcmp(type, "fcTL", 4) || !memcmp(type, "fdAT", 4);
+    if (!memcmp(type, "fcTL", 4) && ++frames > limits->max_frames)
+      return dr_verdict(result, DR_GUARD_TOO_LARGE,
+                        "the animated PNG has more than %llu frames; images with at most %llu frames are decoded (the "
+                        "first frame)",
+                        (unsigned long long)limits->max_frames, (unsigned long long)limits->max_frames);
+    if (!critical && !animation) {
       if (++chunks > limits->max_metadata_chunks)
         return dr_verdict(result, DR_GUARD_TOO_LARGE,
                           "the PNG holds more than %llu metadata chunks (text, ICC profile, EXIF…); images with at most "

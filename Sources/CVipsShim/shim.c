@@ -319,6 +319,11 @@ int dr_tiff_is_tiled_planar(const void *buf, size_t len) {
   return result;
 }
 
+static void dr_free_raster(VipsImage *image, void *raster) {
+  (void)image;
+  _TIFFfree(raster);
+}
+
 int dr_tiff_load_rgba(const void *buf, size_t len, size_t max_pixels, VipsImage **out) {
   DrMemoryStream stream = {buf, (toff_t)len, 0};
   TIFF *tiff = dr_tiff_open(&stream);
@@ -335,29 +340,29 @@ int dr_tiff_load_rgba(const void *buf, size_t len, size_t max_pixels, VipsImage 
     return -1;
   }
   size_t pixels = (size_t)width * height;
+  // TIFFReadRGBAImage packs R, G, B, A from the low byte up, so on a little-endian machine the
+  // raster already is 8-bit RGBA in memory: the image is made from it, without a copy (one
+  // buffer of 4 bytes a pixel, the most maxPixels allows a held image).
   uint32_t *raster = (uint32_t *)_TIFFmalloc((tmsize_t)(pixels * sizeof(uint32_t)));
-  unsigned char *rgba = raster ? g_try_malloc(pixels * 4) : NULL;
   int status = -1;
-  if (!raster || !rgba) {
+  if (!raster) {
     vips_error("tiffload", "out of memory decoding a %ux%u TIFF", width, height);
   } else if (!TIFFReadRGBAImageOriented(tiff, width, height, raster, ORIENTATION_TOPLEFT, 1)) {
     vips_error("tiffload", "libtiff could not decode the TIFF pixels");
   } else {
-    for (size_t i = 0; i < pixels; i++) {
-      rgba[i * 4 + 0] = (unsigned char)TIFFGetR(raster[i]);
-      rgba[i * 4 + 1] = (unsigned char)TIFFGetG(raster[i]);
-      rgba[i * 4 + 2] = (unsigned char)TIFFGetB(raster[i]);
-      rgba[i * 4 + 3] = (unsigned char)TIFFGetA(raster[i]);
-    }
-    VipsImage *image = vips_image_new_from_memory_copy(rgba, pixels * 4, (int)width, (int)height, 4, VIPS_FORMAT_UCHAR);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; i < pixels; i++) raster[i] = __builtin_bswap32(raster[i]);
+#endif
+    VipsImage *image = vips_image_new_from_memory(raster, pixels * 4, (int)width, (int)height, 4, VIPS_FORMAT_UCHAR);
     if (image) {
       image->Type = VIPS_INTERPRETATION_sRGB;
+      g_signal_connect(image, "postclose", G_CALLBACK(dr_free_raster), raster);
+      raster = NULL;  // the image owns it now
       *out = image;
       status = 0;
     }
   }
   if (raster) _TIFFfree(raster);
-  g_free(rgba);
   TIFFClose(tiff);
   return status;
 }

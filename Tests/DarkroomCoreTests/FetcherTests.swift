@@ -129,6 +129,22 @@ struct NetworkHelperTests {
     #expect(Freshness(headers: [:], now: now) == .unspecified)
   }
 
+  @Test(
+    "an invalid max-age makes a response stale whatever Expires says; one too large to count is 2^31 seconds",
+    arguments: ["max-age=-99999999999999", "max-age=-1", "max-age=+600", "max-age=6e2", "max-age", "s-maxage=abc, max-age=600"])
+  func invalidMaxAge(_ cacheControl: String) {
+    let now = Date(timeIntervalSince1970: 1_000_000)
+    let farExpires = HTTPDate.format(now.addingTimeInterval(86_400 * 365))
+    #expect(Freshness(headers: ["cache-control": cacheControl, "expires": farExpires], now: now) == .lifetime(.zero))
+  }
+
+  @Test("a max-age too large to count is capped at 2^31 seconds (RFC 9111 1.2.2)")
+  func hugeMaxAge() {
+    let huge = "max-age=" + String(repeating: "9", count: 100)
+    #expect(Freshness(headers: ["cache-control": huge]) == .lifetime(.seconds(2_147_483_648)))
+    #expect(Freshness(headers: ["cache-control": "max-age=2147483649"]) == .lifetime(.seconds(2_147_483_648)))
+  }
+
   @Test("data: URLs decode, within maxBytes")
   func dataURLs() async throws {
     let fetched = try await StageHarness().run(Fetcher(), on: ImageSource("data:image/png;base64,iVBORw0KGgo="))

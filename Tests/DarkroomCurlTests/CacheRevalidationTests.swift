@@ -72,6 +72,27 @@ extension HTTPTransportTests {
     #expect(server.requestCount("/r.jpg") == 3)
   }
 
+  @Test("a 304 naming another ETag does not revalidate the entry: the image is fetched again without conditions")
+  func notModifiedWithAnotherETag() async throws {
+    let changed = try otherImage
+    let server = try await TestHTTPServer.start(routes: [
+      "/e.jpg": .sequence([
+        .conditional(body: image, contentType: "image/jpeg", etag: "v1", lastModified: nil, maxAge: 0),
+        .status(304, headers: [("ETag", "\"v2\""), ("Cache-Control", "max-age=0")]),
+        .ok(body: changed, contentType: "image/jpeg", headers: [("ETag", "\"v2\""), ("Cache-Control", "max-age=0")]),
+      ])
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let pipeline = thumbnail(store: MemoryStore(costLimit: 10 << 20))
+    let url = server.url("/e.jpg")
+    let (first, _) = try await runCached(pipeline, url)
+    let (second, two) = try await runCached(pipeline, url)
+    #expect(cacheOutcomes(two) == ["miss", "stored"])
+    #expect(second.bytes != first.bytes)
+    #expect(server.requestCount("/e.jpg") == 3)
+    #expect(server.requests.last?.headers["if-none-match"] == nil)
+  }
+
   @Test("max-age decides freshness by the store's clock; Last-Modified alone also revalidates")
   func maxAgeAndLastModified() async throws {
     let modified = "Tue, 03 Nov 2026 10:00:00 GMT"

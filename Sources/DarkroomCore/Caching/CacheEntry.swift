@@ -41,6 +41,16 @@ public struct CacheValidators: Sendable, Hashable, Codable {
 
   public static let none = CacheValidators()
 
+  /// Whether two `ETag` values name the same representation (weak comparison, RFC 9110 8.8.3.2:
+  /// the opaque tags are equal, with or without `W/`).
+  public static func sameETag(_ one: String, _ other: String) -> Bool {
+    func opaque(_ tag: String) -> Substring {
+      let trimmed = tag.trimmingCharacters(in: .whitespaces)
+      return trimmed.hasPrefix("W/") ? trimmed.dropFirst(2) : trimmed[...]
+    }
+    return opaque(one) == opaque(other)
+  }
+
   public init(etag: String? = nil, lastModified: String? = nil) {
     self.etag = etag?.isEmpty == true ? nil : etag
     self.lastModified = lastModified?.isEmpty == true ? nil : lastModified

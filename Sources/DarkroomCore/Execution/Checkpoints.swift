@@ -121,6 +121,21 @@ struct Checkpoints: Sendable {
         context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "changed"))
         return Start(value: fetched, index: 1, facts: facts)
       }
+      if let sent = entry.validators.etag, let answered = facts.validators.etag, !CacheValidators.sameETag(sent, answered) {
+        // A 304 naming another ETag validates another representation, not ours (RFC 9111
+        // 4.3.4): the entry is not reused, and the image is fetched again without conditions.
+        context.reportCache(
+          CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "the 304 named another ETag"))
+        let refetched = try await runFirstStage {
+          try await revalidating.revalidate(source, validators: .none, context: context)
+        }
+        guard let refetched = refetched as? FetchedData else { break }
+        guard !refetched.notModified else {
+          throw PipelineError(
+            .fetchFailed, "the server answered 304 Not Modified to a request without conditions", source: source.description)
+        }
+        return Start(value: refetched, index: 1, facts: ResponseFacts(refetched, now: now))
+      }
       let validators = facts.validators.isEmpty ? entry.validators : facts.validators
       if let expiry = checkpoint.policy.expiry(
         now: now, freshness: facts.freshness, validators: validators, storeIsMemory: store.name == "memory")

@@ -29,11 +29,11 @@ public enum Freshness: Sendable, Equatable {
       self = .lifetime(.zero)
       return
     }
-    for name in ["s-maxage", "max-age"] {
-      if let text = directives[name] ?? nil, let seconds = Int(text), seconds >= 0 {
-        self = .lifetime(.seconds(seconds))
-        return
-      }
+    for name in ["s-maxage", "max-age"] where directives[name] != nil {
+      // An invalid value (negative, not a number, missing) makes the response stale, whatever
+      // `Expires` says (RFC 9111 4.2.1); a value too large to count is 2^31 seconds (1.2.2).
+      self = .lifetime(.seconds(Freshness.deltaSeconds(directives[name] ?? nil) ?? 0))
+      return
     }
     if let expires = headers["expires"] {
       guard let date = HTTPDate.parse(expires) else {
@@ -45,6 +45,13 @@ public enum Freshness: Sendable, Equatable {
       return
     }
     self = .unspecified
+  }
+
+  /// A `delta-seconds` value (RFC 9111 1.2.2): ASCII digits only, at most 2^31; `nil` when invalid.
+  static func deltaSeconds(_ text: String?) -> Int? {
+    guard let text, !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+    let cap = 2_147_483_648
+    return text.utf8.count > 10 ? cap : min(Int(text) ?? cap, cap)
   }
 
   /// The lifetime, when there is one.

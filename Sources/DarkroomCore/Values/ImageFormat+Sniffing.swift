@@ -57,13 +57,23 @@ extension ImageFormat {
 }
 
 extension ImageFormat {
-  /// The largest image size declared by the `ispe` (image spatial extents) properties of a
-  /// HEIF/AVIF file, found by scanning its first 256 KiB for `ispe` boxes.
+  /// The largest image size a HEIF/AVIF file declares: in any `ispe` (image spatial extents)
+  /// box in its first 256 KiB, and in its structure (``HEIFDeclaration``: `ispe` properties and
+  /// the AV1 sequence headers its decoder will be handed).
   ///
   /// libheif refuses images over its own limit with an error whose text is the only way to tell
-  /// it from damage; checking the declared size first makes "too large" deterministic and stops
-  /// before libheif allocates anything.
+  /// it from damage, and it never looks at the sequence header; checking the declared size first
+  /// makes "too large" deterministic and stops before anything is allocated.
   public static func declaredHEIFSize(_ bytes: ImageBytes) -> (width: Int, height: Int)? {
+    let scanned = scannedISPESize(bytes)
+    guard let declared = HEIFDeclaration(bytes) else { return scanned }
+    guard let scanned else { return (declared.width, declared.height) }
+    let declaredArea = UInt64(declared.width) * UInt64(declared.height)
+    return UInt64(scanned.width) * UInt64(scanned.height) > declaredArea ? scanned : (declared.width, declared.height)
+  }
+
+  /// The largest `ispe` box found by scanning the first 256 KiB byte by byte.
+  private static func scannedISPESize(_ bytes: ImageBytes) -> (width: Int, height: Int)? {
     bytes.withUnsafeHead(256 * 1024) { buffer -> (width: Int, height: Int)? in
       let end = buffer.count
       guard end >= 20 else { return nil }
@@ -95,35 +105,7 @@ extension ImageFormat {
 extension ImageFormat {
   /// The start-of-frame marker of a JPEG (0xC0…0xCF, not 0xC4/0xC8/0xCC), found by walking its
   /// segments up to the first scan; `nil` when there is none before the data ends.
-  ///
-  /// Only the first MiB is read: the frame header follows the metadata segments, each at most
-  /// 64 KiB, so it is found there in any real file (a file's bytes are not all read for this).
-  public static func jpegFrameMarker(_ bytes: ImageBytes) -> UInt8? {
-    bytes.withUnsafeHead(1 << 20) { buffer -> UInt8? in
-      var index = 2
-      while index + 4 <= buffer.count {
-        guard buffer[index] == 0xFF else {
-          index += 1
-          continue
-        }  // tolerate junk between segments
-        let marker = buffer[index + 1]
-        if marker == 0xFF {
-          index += 1
-          continue
-        }  // fill byte
-        if marker == 0xD8 || (0xD0...0xD7).contains(marker) || marker == 0x01 {
-          index += 2
-          continue
-        }
-        if marker == 0xDA || marker == 0xD9 { return nil }  // scan or end before any frame
-        if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) { return marker }
-        let length = Int(buffer[index + 2]) << 8 | Int(buffer[index + 3])
-        guard length >= 2 else { return nil }
-        index += 2 + length
-      }
-      return nil
-    }
-  }
+  public static func jpegFrameMarker(_ bytes: ImageBytes) -> UInt8? { JPEGFrame(bytes)?.marker }
 
   /// Whether a JPEG frame marker is a coding process libjpeg cannot decode: lossless (SOF3, SOF11)
   /// and hierarchical (SOF5–7, SOF13–15).

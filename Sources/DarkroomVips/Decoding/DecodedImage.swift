@@ -68,14 +68,16 @@ extension DecodedImage: ShareableValue {
 extension DecodedImage: SourceCarrying {}
 
 /// What keeping a decoded image costs a memory store: its pixels as decoded (width × height ×
-/// bands × bytes per sample), whether or not they are decoded yet, so that a store's byte limit
-/// bounds decoded images as it bounds encoded ones.
+/// bands × bytes per sample), whether or not they are decoded yet, plus the compressed bytes a
+/// lazily decoded image keeps alive, so that a store's byte limit bounds decoded images as it
+/// bounds encoded ones.
 extension DecodedImage: CacheCost {
   public var cacheCost: Int {
     let sample = max(1, Int(vips_format_sizeof(vips_image_get_format(image.pointer))))
     let (area, overflow) = image.width.multipliedReportingOverflow(by: image.height)
     let (perPixel, overflow2) = image.bands.multipliedReportingOverflow(by: sample)
     let (total, overflow3) = area.multipliedReportingOverflow(by: perPixel)
-    return overflow || overflow2 || overflow3 ? Int.max : max(total, 1024)
+    let (withSource, overflow4) = total.addingReportingOverflow(image.retainedSourceBytes)
+    return overflow || overflow2 || overflow3 || overflow4 ? Int.max : max(withSource, 1024)
   }
 }

@@ -69,3 +69,60 @@ extension Decoder {
     }
   }
 }
+
+extension Decoder {
+  /// The most bytes an image whose loader holds it whole may take while it is decoded: 4 bytes a
+  /// pixel of ``maxPixels`` (an 8-bit RGBA image at the limit; 400 MB by default).
+  public static func maxHeldBytes(forMaxPixels maxPixels: Int) -> UInt64 {
+    UInt64(max(0, maxPixels)).multipliedReportingOverflow(by: 4).partialValue
+  }
+
+  /// Refuses, as `imageTooLarge`, an image inside ``maxPixels`` whose loader cannot stream it and
+  /// would hold more than ``maxHeldBytes(forMaxPixels:)``: an AVIF/HEIF (the AV1 decoder's planes,
+  /// then libheif's RGB copies: twice both), an interlaced PNG (libpng reads every pass into one
+  /// buffer: 1.5 times the image), a progressive or multi-scan JPEG (libjpeg's coefficient buffer,
+  /// even with shrink-on-load). The factors are measured peak memory, rounded up.
+  /// Streamed images hold a few lines and are bounded by ``maxPixels`` alone.
+  func guardHeldImage(
+    _ format: ImageFormat, image: VipsImage, heif: HEIFDeclaration?, jpeg: JPEGFrame?, input: FetchedData
+  ) throws(PipelineError) {
+    let pixels = UInt64(max(0, image.width)) * UInt64(max(0, image.height))
+    let held: UInt64
+    let why: String
+    switch format {
+    case .avif, .heif:
+      let area = heif.map { UInt64($0.width) * UInt64($0.height) } ?? 0
+      let decoderBytes = heif?.bytesPerDecodedPixel ?? 3
+      // Measured: 6.7–8.2 bytes a pixel for 8-bit 4:2:0 RGB (the AV1 decoder's picture, libheif's
+      // conversion and its RGB copy), so twice the planes and the RGB image.
+      held = UInt64((Double(max(pixels, area)) * 2 * (decoderBytes + Double(image.bytesPerPixel))).rounded(.up))
+      why = "its decoder holds the whole image (the AV1 planes, then RGB copies)"
+    case .png where Decoder.isInterlacedPNG(input.bytes):
+      // Measured: 5.8 bytes a pixel for 8-bit RGBA (libpng's passes, then libvips' image).
+      held = pixels * UInt64(image.bytesPerPixel) * 3 / 2
+      why = "it is interlaced, so the decoder holds the whole image"
+    case .jpeg:
+      guard let frame = jpeg, frame.buffersWholeImage else { return }
+      held = frame.coefficientBytes
+      why = "it is progressive (or multi-scan), so the decoder holds every DCT coefficient, even when shrinking on load"
+    default:
+      return
+    }
+    let limit = Decoder.maxHeldBytes(forMaxPixels: maxPixels)
+    guard held > limit else { return }
+    throw PipelineError(
+      .imageTooLarge,
+      "the \(format) image (\(image.width)×\(image.height)) would take about \(Decoder.megabytes(held)) MB while it is decoded: "
+        + "\(why); such images may take at most \(Decoder.megabytes(limit)) MB (4 bytes a pixel of maxPixels \(maxPixels)); "
+        + "raise maxPixels to accept it",
+      source: input.source.description)
+  }
+
+  /// Whether a PNG's header declares Adam7 interlacing (the IHDR byte after the filter method).
+  static func isInterlacedPNG(_ bytes: ImageBytes) -> Bool {
+    let head = bytes.prefix(29)
+    return head.count == 29 && head[28] == 1
+  }
+
+  private static func megabytes(_ bytes: UInt64) -> UInt64 { (bytes + 999_999) / 1_000_000 }
+}

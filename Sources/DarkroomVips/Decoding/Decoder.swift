@@ -34,6 +34,9 @@ public struct Decoder: Stage {
 
   public static let defaultMaxPixels = 100_000_000
 
+  /// The longest side libjpeg decodes (`JPEG_MAX_DIMENSION`); a longer one is `imageTooLarge`.
+  public static let maxJPEGSide = 65_500
+
   /// The most bands (channels) per pixel a decoded image may have: grey, RGB, CMYK, each with
   /// alpha, and a few extra TIFF samples fit; a header declaring hundreds is refused as
   /// `unsupportedFormat` before any strip is read, since memory grows with bands × width.
@@ -80,14 +83,22 @@ public struct Decoder: Stage {
   func loadHeader(_ input: FetchedData) throws(PipelineError) -> (format: ImageFormat, image: VipsImage) {
     try Vips.initialize()
     let format = try Decoder.trustedFormat(of: input)
-    if format == .jpeg, let marker = ImageFormat.jpegFrameMarker(input.bytes), ImageFormat.isUnsupportedJPEGProcess(marker) {
+    let jpeg = format == .jpeg ? JPEGFrame(input.bytes) : nil
+    if let marker = jpeg?.marker, ImageFormat.isUnsupportedJPEGProcess(marker) {
       throw PipelineError(
         .unsupportedFormat,
         "this JPEG uses a coding process the decoder does not support (lossless or hierarchical, SOF marker 0x\(String(marker, radix: 16)))",
         source: input.source.description)
     }
+    let heif = format == .heif || format == .avif ? HEIFDeclaration(input.bytes) : nil
     if format == .heif || format == .avif, let declared = ImageFormat.declaredHEIFSize(input.bytes) {
       try checkPixelLimit(width: declared.width, height: declared.height, format: format, source: input.source)
+    }
+    if let frame = jpeg, max(frame.width, frame.height) > Decoder.maxJPEGSide {
+      throw PipelineError(
+        .imageTooLarge,
+        "the JPEG declares \(frame.width)×\(frame.height) pixels; libjpeg decodes sides of at most \(Decoder.maxJPEGSide) pixels",
+        source: input.source.description)
     }
     try guardHeader(format, of: input)
     let image = try Decoder.load(format, from: input.bytes, source: input.source)
@@ -100,6 +111,7 @@ public struct Decoder: Stage {
         "the \(format) image declares \(image.bands) bands (channels) per pixel; images of at most \(Decoder.maxBands) are decoded",
         source: input.source.description)
     }
+    try guardHeldImage(format, image: image, heif: heif, jpeg: jpeg, input: input)
     if format == .tiff, dr_tiff_is_tiled_planar(input.bytes.baseAddress, input.bytes.count) != 0 {
       return (format, try Decoder.loadPlanarTIFF(input, maxPixels: maxPixels))
     }

@@ -36,6 +36,21 @@ public final class VipsImage: @unchecked Sendable {
   /// Number of bands (3 for RGB, 4 for RGBA…).
   public var bands: Int { Int(vips_image_get_bands(pointer)) }
   /// Whether the last band is alpha.
+  /// The bytes of compressed sources (``ImageBytes``) this image keeps alive, through the images it
+  /// was made from: what a lazily decoded image costs before its pixels are decoded.
+  public var retainedSourceBytes: Int {
+    keepAlive.reduce(0) { total, object in
+      switch object {
+      case let bytes as ImageBytes: total.addingReportingOverflow(bytes.count).overflow ? Int.max : total + bytes.count
+      case let parent as VipsImage:
+        total.addingReportingOverflow(parent.retainedSourceBytes).overflow ? Int.max : total + parent.retainedSourceBytes
+      default: total
+      }
+    }
+  }
+
+  /// The bytes one pixel takes in memory (bands × bytes per sample).
+  public var bytesPerPixel: Int { Int(vips_format_sizeof(vips_image_get_format(pointer))) * bands }
   public var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
   /// The EXIF orientation tag (1…8; 1 when absent).
   public var orientation: Int { Int(vips_image_get_orientation(pointer)) }

@@ -1,0 +1,150 @@
+/// Walks the OBUs (open bitstream units) of AV1 data that may be split over several ranges of a
+/// file, and reads the frame size of each sequence header it passes.
+///
+/// Only OBU headers are read; payloads are skipped by their declared size, except a sequence
+/// header's first bytes, which are parsed bit by bit (AV1 specification, 5.5). Any read past the
+/// data ends the walk: the decoder names the damage.
+struct AV1OBUWalk {
+  private let bytes: SafeBytes
+  private let ranges: [Range<Int>]
+  private let total: Int
+  private var logical = 0
+  private var rangeIndex = 0
+  private var rangeStart = 0
+
+  init(bytes: SafeBytes, ranges: [Range<Int>]) {
+    self.bytes = bytes
+    self.ranges = ranges.filter { !$0.isEmpty }
+    total = self.ranges.reduce(0) { $0 + $1.count }
+  }
+
+  /// The next sequence header's largest frame size, or `nil` when the data ends.
+  mutating func nextSequenceHeaderSize() -> (width: Int, height: Int)? {
+    while logical < total {
+      guard let header = next() else { return nil }
+      let type = (header >> 3) & 0x0F
+      if header & 0x04 != 0 { guard next() != nil else { return nil } }  // extension header
+      var size = total - logical
+      if header & 0x02 != 0 {
+        guard let declared = leb128(), declared <= UInt64(total - logical) else { return nil }
+        size = Int(declared)
+      }
+      let payloadEnd = logical + size
+      if type == 1 {
+        var payload: [UInt8] = []
+        payload.reserveCapacity(min(size, 1_024))
+        while logical < payloadEnd, payload.count < 1_024, let byte = next() { payload.append(byte) }
+        skip(to: payloadEnd)
+        if let frame = AV1SequenceHeader.maxFrameSize(payload) { return frame }
+      } else {
+        skip(to: payloadEnd)
+      }
+    }
+    return nil
+  }
+
+  private mutating func leb128() -> UInt64? {
+    var value: UInt64 = 0
+    for index in 0..<8 {
+      guard let byte = next() else { return nil }
+      value |= UInt64(byte & 0x7F) << (7 * UInt64(index))
+      if byte & 0x80 == 0 { return value }
+    }
+    return value
+  }
+
+  /// The byte at the logical position, advancing it.
+  private mutating func next() -> UInt8? {
+    while rangeIndex < ranges.count, logical - rangeStart >= ranges[rangeIndex].count {
+      rangeStart += ranges[rangeIndex].count
+      rangeIndex += 1
+    }
+    guard rangeIndex < ranges.count, let byte = bytes.byte(ranges[rangeIndex].lowerBound + logical - rangeStart) else {
+      logical = total
+      return nil
+    }
+    logical += 1
+    return byte
+  }
+
+  private mutating func skip(to position: Int) { logical = min(max(logical, position), total) }
+}
+
+/// Reads `max_frame_width_minus_1` and `max_frame_height_minus_1` from an AV1 sequence header
+/// OBU's payload (AV1 specification, 5.5.1), skipping the fields before them.
+enum AV1SequenceHeader {
+  static func maxFrameSize(_ payload: [UInt8]) -> (width: Int, height: Int)? {
+    var bits = BitReader(payload)
+    guard bits.read(3) != nil, bits.read(1) != nil, let reduced = bits.read(1) else { return nil }  // profile, still
+    if reduced == 1 {
+      guard bits.read(5) != nil else { return nil }  // seq_level_idx[0]
+    } else {
+      guard let timing = bits.read(1) else { return nil }
+      var decoderModel: UInt64 = 0
+      var bufferDelayLength: UInt64 = 0
+      if timing == 1 {
+        guard bits.read(32) != nil, bits.read(32) != nil, let equal = bits.read(1) else { return nil }
+        if equal == 1 { guard bits.uvlc() != nil else { return nil } }
+        guard let model = bits.read(1) else { return nil }
+        decoderModel = model
+        if model == 1 {
+          guard let delay = bits.read(5), bits.read(32) != nil, bits.read(5) != nil, bits.read(5) != nil else { return nil }
+          bufferDelayLength = delay + 1
+        }
+      }
+      guard let displayDelay = bits.read(1), let points = bits.read(5) else { return nil }
+      for _ in 0...points {
+        guard bits.read(12) != nil, let level = bits.read(5) else { return nil }
+        if level > 7 { guard bits.read(1) != nil else { return nil } }
+        if decoderModel == 1 {
+          guard let present = bits.read(1) else { return nil }
+          if present == 1 {
+            guard bits.read(Int(bufferDelayLength)) != nil, bits.read(Int(bufferDelayLength)) != nil, bits.read(1) != nil
+            else { return nil }
+          }
+        }
+        if displayDelay == 1 {
+          guard let present = bits.read(1) else { return nil }
+          if present == 1 { guard bits.read(4) != nil else { return nil } }
+        }
+      }
+    }
+    guard let widthBits = bits.read(4), let heightBits = bits.read(4),
+      let width = bits.read(Int(widthBits) + 1), let height = bits.read(Int(heightBits) + 1)
+    else { return nil }
+    return (Int(width) + 1, Int(height) + 1)
+  }
+}
+
+/// Reads big-endian bit fields; `nil` past the end.
+struct BitReader {
+  private let bytes: [UInt8]
+  private var position = 0
+
+  init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+  /// `count` bits (0–32) as a number.
+  mutating func read(_ count: Int) -> UInt64? {
+    guard count >= 0, count <= 32, position <= bytes.count * 8 - count else { return nil }
+    var value: UInt64 = 0
+    for _ in 0..<count {
+      let bit = (bytes[position >> 3] >> (7 - UInt8(position & 7))) & 1
+      value = value << 1 | UInt64(bit)
+      position += 1
+    }
+    return value
+  }
+
+  /// An unsigned variable-length code (AV1 specification, 4.10.3).
+  mutating func uvlc() -> UInt64? {
+    var zeros = 0
+    while true {
+      guard let bit = read(1) else { return nil }
+      if bit == 1 { break }
+      zeros += 1
+    }
+    if zeros >= 32 { return (1 << 32) - 1 }
+    guard let value = read(zeros) else { return nil }
+    return value + (1 << UInt64(zeros)) - 1
+  }
+}

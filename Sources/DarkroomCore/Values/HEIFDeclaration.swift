@@ -1,0 +1,87 @@
+/// What a HEIF or AVIF file declares about the images its decoder will allocate: the largest size
+/// found in its `ispe` properties and in the AV1 sequence headers of its AV1 items, and the
+/// deepest sample layout of their `av1C` configurations.
+///
+/// libheif checks only `ispe`, but the AV1 decoder allocates frames at the size of the sequence
+/// header it is handed (the `av1C` configuration OBUs, then the item's own OBUs). A file whose
+/// `ispe` says 64×48 while its sequence header says 65272×8707 made the decoder allocate 1.75 GB,
+/// so both are read, and the largest counts. Every read is bounds-checked: a damaged file gives a
+/// smaller declaration (the decoder then names the damage), never a trap.
+///
+/// ```swift
+/// if let declared = HEIFDeclaration(bytes) {
+///   print(declared.width, declared.height, declared.bytesPerDecodedPixel)
+/// }
+/// ```
+public struct HEIFDeclaration: Sendable, Equatable {
+  /// The largest width × height declared anywhere (by area).
+  public var width: Int
+  public var height: Int
+  /// The largest bit depth of an AV1 configuration (8, 10 or 12; 8 when there is none).
+  public var bitDepth: Int
+  /// The most samples per pixel an AV1 configuration's planes hold: 3 for 4:4:4, 2 for 4:2:2,
+  /// 1.5 for 4:2:0, 1 for monochrome (3 when there is no configuration).
+  public var planeSamplesPerPixel: Double
+  /// Whether any size came from an AV1 sequence header (rather than `ispe` alone).
+  public var fromSequenceHeader: Bool
+
+  /// The bytes per pixel of the decoder's planes, before conversion to RGB.
+  public var bytesPerDecodedPixel: Double { planeSamplesPerPixel * (bitDepth > 8 ? 2 : 1) }
+
+  /// Reads the declaration from a file's bytes; `nil` when nothing in them declares a size.
+  public init?(_ bytes: ImageBytes) {
+    guard
+      let found = bytes.withUnsafeBytes({ raw -> HEIFDeclaration? in
+        var walk = HEIFBoxWalk(SafeBytes(raw))
+        walk.run()
+        return walk.declaration()
+      })
+    else { return nil }
+    self = found
+  }
+
+  init(width: Int, height: Int, bitDepth: Int, planeSamplesPerPixel: Double, fromSequenceHeader: Bool) {
+    self.width = width
+    self.height = height
+    self.bitDepth = bitDepth
+    self.planeSamplesPerPixel = planeSamplesPerPixel
+    self.fromSequenceHeader = fromSequenceHeader
+  }
+}
+
+/// Bounds-checked big-endian reads from raw bytes: `nil` past the end, never a trap.
+struct SafeBytes {
+  let raw: UnsafeRawBufferPointer
+  init(_ raw: UnsafeRawBufferPointer) { self.raw = raw }
+
+  var count: Int { raw.count }
+
+  func byte(_ offset: Int) -> UInt8? { offset >= 0 && offset < raw.count ? raw[offset] : nil }
+
+  /// `length` bytes at `offset` as an unsigned big-endian number (at most 8 bytes).
+  func number(_ offset: Int, length: Int) -> UInt64? {
+    guard length >= 0, length <= 8, offset >= 0, offset <= raw.count - length else { return nil }
+    var value: UInt64 = 0
+    for index in offset..<offset + length { value = value << 8 | UInt64(raw[index]) }
+    return value
+  }
+
+  func int(_ offset: Int, length: Int) -> Int? { number(offset, length: length).flatMap { Int(exactly: $0) } }
+
+  func fourCC(_ offset: Int) -> UInt32? { number(offset, length: 4).map { UInt32(truncatingIfNeeded: $0) } }
+
+  /// The bytes in `range`, clamped to what exists.
+  func slice(_ range: Range<Int>) -> ArraySlice<UInt8> {
+    let lower = max(0, min(range.lowerBound, raw.count))
+    let upper = max(lower, min(range.upperBound, raw.count))
+    return Array(raw[lower..<upper])[...]
+  }
+}
+
+extension UInt32 {
+  init(fourCC text: StaticString) {
+    var value: UInt32 = 0
+    text.withUTF8Buffer { for byte in $0.prefix(4) { value = value << 8 | UInt32(byte) } }
+    self = value
+  }
+}

@@ -1,0 +1,111 @@
+import Darkroom
+import DarkroomTesting
+import Foundation
+import Testing
+
+/// Decodes `data` with the real decoder, all the way to pixels; the error it throws, or nil.
+private func decodeError(_ data: Data, _ name: String, maxPixels: Int = Decoder.defaultMaxPixels) -> PipelineError? {
+  do {
+    _ = try Decoder(maxPixels: maxPixels).decode(HostileFiles.fetched(data, name)).image.materialized()
+    return nil
+  } catch {
+    return error
+  }
+}
+
+@Suite("Memory held by decoders that cannot stream is bounded by maxPixels")
+struct HeldImageTests {
+  @Test(
+    "an AVIF whose AV1 sequence header declares more than its ispe is judged by the sequence header",
+    arguments: [false, true])
+  func avifSequenceHeader(inConfiguration: Bool) throws {
+    let lying = HostileFiles.avif(ispe: (64, 48), sequence: (65272, 8707), inConfiguration: inConfiguration)
+    let declared = try #require(HEIFDeclaration(ImageBytes(lying)))
+    #expect(declared.width == 65272 && declared.height == 8707 && declared.fromSequenceHeader)
+    let error = decodeError(lying, "lying.avif")
+    #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
+    #expect(error?.message.contains("65272×8707") == true, "\(String(describing: error))")
+    // A header that agrees with ispe passes the size check (the missing frame is then damage).
+    let honest = HostileFiles.avif(ispe: (64, 48), sequence: (64, 48), inConfiguration: inConfiguration)
+    #expect(decodeError(honest, "honest.avif")?.code != .imageTooLarge)
+  }
+
+  @Test("a real AVIF's declaration matches its size, read from its sequence header and av1C")
+  func realAVIF() throws {
+    let avif = try TestImages.encoded(.avif(effort: 0), width: 123, height: 45)
+    let declared = try #require(HEIFDeclaration(avif))
+    #expect(declared.width == 123 && declared.height == 45)
+    #expect(declared.fromSequenceHeader)
+    #expect(declared.bitDepth == 8)
+    #expect([1.5, 2, 3].contains(declared.planeSamplesPerPixel))
+  }
+
+  @Test("an AVIF counts its decoder's planes and RGB copy against maxPixels: refused near the limit, decoded below")
+  func avifHeldBytes() throws {
+    let avif = Data(try TestImages.encoded(.avif(effort: 0), width: 123, height: 45).data)
+    let pixels = 123 * 45
+    let error = decodeError(avif, "a.avif", maxPixels: pixels)
+    #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
+    #expect(error?.message.contains("decoder holds the whole image") == true, "\(String(describing: error))")
+    #expect(decodeError(avif, "a.avif", maxPixels: pixels * 3) == nil)
+  }
+
+  @Test("an interlaced 16-bit RGBA PNG is refused where the same image streamed is decoded")
+  func interlacedPNG() {
+    let side = 200
+    let maxPixels = 2 * side * side  // 8 bytes a pixel of this image
+    let interlaced = HostileFiles.zeroPNG(width: side, height: side, colourType: 6, bitDepth: 16, interlaced: true)
+    let streamed = HostileFiles.zeroPNG(width: side, height: side, colourType: 6, bitDepth: 16, interlaced: false)
+    let error = decodeError(interlaced, "interlaced.png", maxPixels: maxPixels)
+    #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
+    #expect(error?.message.contains("interlaced") == true, "\(String(describing: error))")
+    #expect(decodeError(streamed, "streamed.png", maxPixels: maxPixels) == nil)
+    // 8-bit RGB interlaced is counted at 4.5 bytes a pixel, inside the 8 allowed here.
+    let small = HostileFiles.zeroPNG(width: side, height: side, interlaced: true)
+    #expect(decodeError(small, "small.png", maxPixels: maxPixels) == nil)
+  }
+
+  @Test("a progressive 4:4:4 JPEG counts libjpeg's coefficient buffer; baseline and 4:2:0 progressive do not exceed it")
+  func progressiveJPEG() throws {
+    let side = 200
+    let maxPixels = side * side
+    let full = Data(try TestImages.encoded(.jpeg(quality: 95, progressive: true), width: side, height: side).data)
+    let frame = try #require(JPEGFrame(ImageBytes(full)))
+    #expect(frame.buffersWholeImage && frame.sampling.allSatisfy { $0.horizontal == 1 && $0.vertical == 1 })
+    let error = decodeError(full, "full.jpg", maxPixels: maxPixels)
+    #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
+    #expect(error?.message.contains("progressive") == true, "\(String(describing: error))")
+    let baseline = Data(try TestImages.encoded(.jpeg(quality: 95), width: side, height: side).data)
+    #expect(JPEGFrame(ImageBytes(baseline))?.buffersWholeImage == false)
+    #expect(decodeError(baseline, "baseline.jpg", maxPixels: maxPixels) == nil)
+    let subsampled = Data(try TestImages.encoded(.jpeg(quality: 80, progressive: true), width: side, height: side).data)
+    #expect(decodeError(subsampled, "subsampled.jpg", maxPixels: maxPixels) == nil)
+  }
+
+  @Test("a JPEG side over libjpeg's 65,500 is imageTooLarge, not damage")
+  func jpegSide() throws {
+    var bytes = [UInt8](try TestImages.encoded(.jpeg(), width: 40, height: 30).data)
+    let sof = try #require((2..<bytes.count - 9).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xC0 })
+    bytes[sof + 7] = 0xFF  // width 65,535 … 65,501 all fail alike in libjpeg
+    bytes[sof + 8] = 0xDD
+    let error = decodeError(Data(bytes), "wide.jpg")
+    #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
+    #expect(error?.message.contains("65501×30") == true, "\(String(describing: error))")
+  }
+
+  @Test("an APNG's frame chunks are not metadata: 600 frames decode (the first), 5,000 are refused as frames")
+  func apngFrames() {
+    let side = 16
+    let pixels = HostileFiles.deflate(Data(count: side * (1 + side * 3)))
+    func apng(_ frames: Int) -> Data {
+      let animation = HostileFiles.animationChunks(width: side, height: side, frames: frames, data: pixels)
+      return HostileFiles.zeroPNG(
+        width: side, height: side, interlaced: false, before: [animation.control, animation.frames[0]],
+        after: Array(animation.frames.dropFirst()))
+    }
+    #expect(decodeError(apng(600), "600.png") == nil)
+    let error = decodeError(apng(5_000), "5000.png")
+    #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
+    #expect(error?.message.contains("frames") == true, "\(String(describing: error))")
+  }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+/// AVIF containers and interlaced or animated PNGs built byte by byte.
+extension HostileFiles {
+  // MARK: AVIF
+
+  /// A minimal AVIF: one `av01` item whose `ispe` says `ispe`, with an AV1 sequence header
+  /// declaring `sequence` (a reduced still-picture header) in the item's data, or in the `av1C`
+  /// configuration OBUs when `inConfiguration`. No frame follows: only the headers are real.
+  static func avif(ispe: (Int, Int), sequence: (Int, Int), inConfiguration: Bool = false) -> Data {
+    let header = sequenceHeaderOBU(width: sequence.0, height: sequence.1)
+    let configuration = Data([0x81, 0x1F, 0x0C, 0x00]) + (inConfiguration ? header : Data())
+    let itemData = inConfiguration ? Data([0x12, 0x00]) : header  // a temporal delimiter, or the header
+    let ftyp = box("ftyp", Data("avif".utf8) + be32(0) + Data("avifmif1miaf".utf8))
+    func meta(itemOffset: Int) -> Data {
+      let hdlr = fullBox("hdlr", be32(0) + Data("pict".utf8) + Data(count: 12) + Data([0]))
+      let pitm = fullBox("pitm", be16(1))
+      let infe = fullBox("infe", be16(1) + be16(0) + Data("av01".utf8) + Data([0]), version: 2)
+      let iinf = fullBox("iinf", be16(1) + infe)
+      let iloc = fullBox(
+        "iloc", Data([0x44, 0x00]) + be16(1) + be16(1) + be16(0) + be16(1) + be32(itemOffset) + be32(itemData.count))
+      let ipco = box("ipco", fullBox("ispe", be32(ispe.0) + be32(ispe.1)) + box("av1C", configuration))
+      let ipma = fullBox("ipma", be32(1) + be16(1) + Data([2, 0x81, 0x82]))
+      return fullBox("meta", hdlr + pitm + iinf + iloc + box("iprp", ipco + ipma))
+    }
+    let withoutOffset = ftyp + meta(itemOffset: 0)
+    let file = ftyp + meta(itemOffset: withoutOffset.count + 8)
+    return file + box("mdat", itemData)
+  }
+
+  /// An AV1 sequence header OBU (type 1, with its size) for a still picture of `width`×`height`.
+  static func sequenceHeaderOBU(width: Int, height: Int) -> Data {
+    var bits: [Bool] = []
+    func put(_ value: Int, _ count: Int) { for shift in (0..<count).reversed() { bits.append((value >> shift) & 1 == 1) } }
+    put(0, 3)  // seq_profile
+    put(1, 1)  // still_picture
+    put(1, 1)  // reduced_still_picture_header
+    put(31, 5)  // seq_level_idx[0]
+    put(15, 4)  // frame_width_bits_minus_1
+    put(15, 4)  // frame_height_bits_minus_1
+    put(width - 1, 16)
+    put(height - 1, 16)
+    put(0, 8)  // the rest of the header, cut short
+    var payload = Data()
+    for start in stride(from: 0, to: bits.count, by: 8) {
+      payload.append(
+        bits[start..<min(start + 8, bits.count)].enumerated().reduce(0) { $0 | ($1.element ? 0x80 >> $1.offset : 0) })
+    }
+    return Data([0x0A, UInt8(payload.count)]) + payload
+  }
+
+  static func box(_ type: String, _ body: Data) -> Data { be32(8 + body.count) + Data(type.utf8) + body }
+  static func fullBox(_ type: String, _ body: Data, version: UInt8 = 0) -> Data { box(type, Data([version, 0, 0, 0]) + body) }
+  static func be16(_ value: Int) -> Data { Data([UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]) }
+
+  // MARK: PNG
+
+  /// A complete PNG of `width`×`height` zero pixels: colour type 2 (RGB) or 6 (RGBA), 8 or 16
+  /// bits a sample, Adam7-interlaced or not, with `before` and `after` placed around the pixel data.
+  static func zeroPNG(
+    width: Int, height: Int, colourType: UInt8 = 2, bitDepth: UInt8 = 8, interlaced: Bool, before: [Data] = [],
+    after: [Data] = []
+  ) -> Data {
+    let samples = colourType == 6 ? 4 : 3
+    let bytesPerPixel = samples * Int(bitDepth) / 8
+    var png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+    png.append(pngChunk("IHDR", be32(width) + be32(height) + Data([bitDepth, colourType, 0, 0, interlaced ? 1 : 0])))
+    for chunk in before { png.append(chunk) }
+    let passes =
+      interlaced
+      ? [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)] : [(0, 0, 1, 1)]
+    var raw = 0
+    for (x, y, dx, dy) in passes {
+      let columns = width > x ? (width - x + dx - 1) / dx : 0
+      let rows = height > y ? (height - y + dy - 1) / dy : 0
+      if columns > 0 { raw += rows * (1 + columns * bytesPerPixel) }
+    }
+    png.append(pngChunk("IDAT", deflate(Data(count: raw))))
+    for chunk in after { png.append(chunk) }
+    png.append(pngChunk("IEND", Data()))
+    return png
+  }
+
+  /// The animation chunks of an APNG of `frames` frames whose default image is the first
+  /// (`acTL`, then per frame an `fcTL` and, after the first, an `fdAT` holding `data`).
+  static func animationChunks(width: Int, height: Int, frames: Int, data: Data) -> (control: Data, frames: [Data]) {
+    let control = pngChunk("acTL", be32(frames) + be32(0))
+    var chunks: [Data] = []
+    var sequence = 0
+    for frame in 0..<frames {
+      let fcTL = be32(sequence) + be32(width) + be32(height) + be32(0) + be32(0) + be16(1) + be16(10) + Data([0, 0])
+      chunks.append(pngChunk("fcTL", fcTL))
+      sequence += 1
+      if frame > 0 {
+        chunks.append(pngChunk("fdAT", be32(sequence) + data))
+        sequence += 1
+      }
+    }
+    return (control, chunks)
+  }
+}
