@@ -94,7 +94,8 @@ public struct DecodeOptions: StageOptions {
   public static let specs = [
     OptionSpec(
       "maxPixels", .integer(min: 1), default: 100_000_000,
-      "The largest width × height accepted, checked from the header before decoding; larger images fail with imageTooLarge."),
+      "The largest width × height accepted, checked from the header before decoding; larger images fail with imageTooLarge. Images a decoder holds whole (AVIF/HEIF, interlaced PNG, progressive JPEG) may take at most 4 bytes a pixel of it while decoded."
+    ),
     OptionSpec("autoRotate", .boolean, default: true, "Apply the EXIF orientation so the image is upright."),
     OptionSpec("convertToSRGB", .boolean, default: true, "Convert embedded ICC profiles (and CMYK) to sRGB."),
     OptionSpec(

@@ -112,7 +112,7 @@ struct HEIFBoxWalk {
     bitDepth = max(bitDepth, highBitDepth ? (twelveBit ? 12 : 10) : 8)
     let chroma = monochrome ? 0 : 2.0 / Double((subsampledX ? 2 : 1) * (subsampledY ? 2 : 1))
     planeSamples = max(planeSamples, 1 + chroma)
-    var obus = AV1OBUWalk(bytes: bytes, ranges: [body.lowerBound + 4..<body.upperBound])
+    var obus = AV1OBUWalk(bytes: bytes, ranges: [min(body.lowerBound + 4, body.upperBound)..<body.upperBound])
     while let size = obus.nextSequenceHeaderSize() { sequenceSizes.append(size) }
   }
 

@@ -69,13 +69,6 @@ struct SafeBytes {
   func int(_ offset: Int, length: Int) -> Int? { number(offset, length: length).flatMap { Int(exactly: $0) } }
 
   func fourCC(_ offset: Int) -> UInt32? { number(offset, length: 4).map { UInt32(truncatingIfNeeded: $0) } }
-
-  /// The bytes in `range`, clamped to what exists.
-  func slice(_ range: Range<Int>) -> ArraySlice<UInt8> {
-    let lower = max(0, min(range.lowerBound, raw.count))
-    let upper = max(lower, min(range.upperBound, raw.count))
-    return Array(raw[lower..<upper])[...]
-  }
 }
 
 extension UInt32 {

@@ -74,7 +74,8 @@ extension Decoder {
   /// The most bytes an image whose loader holds it whole may take while it is decoded: 4 bytes a
   /// pixel of ``maxPixels`` (an 8-bit RGBA image at the limit; 400 MB by default).
   public static func maxHeldBytes(forMaxPixels maxPixels: Int) -> UInt64 {
-    UInt64(max(0, maxPixels)).multipliedReportingOverflow(by: 4).partialValue
+    let (bytes, overflow) = UInt64(max(0, maxPixels)).multipliedReportingOverflow(by: 4)
+    return overflow ? .max : bytes
   }
 
   /// Refuses, as `imageTooLarge`, an image inside ``maxPixels`` whose loader cannot stream it and
@@ -95,11 +96,11 @@ extension Decoder {
       let decoderBytes = heif?.bytesPerDecodedPixel ?? 3
       // Measured: 6.7–8.2 bytes a pixel for 8-bit 4:2:0 RGB (the AV1 decoder's picture, libheif's
       // conversion and its RGB copy), so twice the planes and the RGB image.
-      held = UInt64((Double(max(pixels, area)) * 2 * (decoderBytes + Double(image.bytesPerPixel))).rounded(.up))
+      held = Decoder.saturating(Double(max(pixels, area)) * 2 * (decoderBytes + Double(image.bytesPerPixel)))
       why = "its decoder holds the whole image (the AV1 planes, then RGB copies)"
     case .png where Decoder.isInterlacedPNG(input.bytes):
       // Measured: 5.8 bytes a pixel for 8-bit RGBA (libpng's passes, then libvips' image).
-      held = pixels * UInt64(image.bytesPerPixel) * 3 / 2
+      held = Decoder.saturating(Double(pixels) * Double(image.bytesPerPixel) * 1.5)
       why = "it is interlaced, so the decoder holds the whole image"
     case .jpeg:
       guard let frame = jpeg, frame.buffersWholeImage else { return }
@@ -124,5 +125,10 @@ extension Decoder {
     return head.count == 29 && head[28] == 1
   }
 
-  private static func megabytes(_ bytes: UInt64) -> UInt64 { (bytes + 999_999) / 1_000_000 }
+  private static func megabytes(_ bytes: UInt64) -> UInt64 { bytes / 1_000_000 + (bytes % 1_000_000 == 0 ? 0 : 1) }
+
+  /// A byte estimate as a whole number, rounded up; `UInt64.max` when it is larger.
+  private static func saturating(_ estimate: Double) -> UInt64 {
+    estimate < 18_000_000_000_000_000_000 ? UInt64(estimate.rounded(.up)) : .max
+  }
 }
