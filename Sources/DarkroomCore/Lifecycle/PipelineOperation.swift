@@ -133,7 +133,14 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
           outcome = .failure(PipelineError(.cancelled, "the operation was cancelled", source: info.source))
         }
       }
-      if let outcome {
+    }
+    for event in toNotify {
+      for observer in observers { observer.receive(event, for: info) }
+    }
+    // The outcome is published only after the observers have seen the last event, so that whoever
+    // awaits ``value`` finds them done (a loader has forgotten the load, a sink has the event).
+    if let outcome {
+      state.withLock { state in
         state.outcome = outcome
         resume = state.waiters
         state.waiters = []
@@ -141,9 +148,6 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
         state.subscribers = [:]
         state.task = nil
       }
-    }
-    for event in toNotify {
-      for observer in observers { observer.receive(event, for: info) }
     }
     for continuation in ended { continuation.finish() }
     if let outcome {
