@@ -131,7 +131,10 @@ struct NetworkHelperTests {
 
   @Test(
     "an invalid max-age makes a response stale whatever Expires says; one too large to count is 2^31 seconds",
-    arguments: ["max-age=-99999999999999", "max-age=-1", "max-age=+600", "max-age=6e2", "max-age", "s-maxage=abc, max-age=600"])
+    arguments: [
+      "max-age=-99999999999999", "max-age=-1", "max-age=+600", "max-age=6e2", "max-age", "s-maxage=abc, max-age=600",
+      "max-age=0, max-age=31536000", "max-age=600, MAX-AGE=600",
+    ])
   func invalidMaxAge(_ cacheControl: String) {
     let now = Date(timeIntervalSince1970: 1_000_000)
     let farExpires = HTTPDate.format(now.addingTimeInterval(86_400 * 365))

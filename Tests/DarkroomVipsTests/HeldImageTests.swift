@@ -30,6 +30,30 @@ struct HeldImageTests {
     #expect(decodeError(honest, "honest.avif")?.code != .imageTooLarge)
   }
 
+  @Test("a decoy idat box cannot hide the sequence header of an item stored in meta's idat")
+  func avifDecoyIDAT() throws {
+    let lying = HostileFiles.avif(ispe: (64, 48), sequence: (65272, 8707), inIDAT: true)
+    let declared = try #require(HEIFDeclaration(ImageBytes(lying)))
+    #expect(declared.width == 65272 && declared.height == 8707)
+    #expect(decodeError(lying, "idat.avif")?.code == .imageTooLarge)
+    // A lying header in the second idat is found too.
+    let second = HostileFiles.avif(
+      ispe: (64, 48), sequence: (64, 48), inIDAT: true, decoy: HostileFiles.sequenceHeaderOBU(width: 30000, height: 30000))
+    #expect(decodeError(second, "second.avif")?.code == .imageTooLarge)
+  }
+
+  @Test("the AVIF walk has fixed budgets: thousands of whole-file extents are refused at once, not walked")
+  func avifWalkBudget() throws {
+    let many = HostileFiles.avif(ispe: (64, 48), sequence: (64, 48), extraExtents: 5_000)
+    let declared = try #require(HEIFDeclaration(ImageBytes(many)))
+    #expect(declared.exceededBudget)
+    let error = decodeError(many, "extents.avif")
+    #expect(error?.code == .unsupportedFormat, "\(String(describing: error))")
+    #expect(error?.message.contains("more structure than any real image") == true, "\(String(describing: error))")
+    let some = HostileFiles.avif(ispe: (64, 48), sequence: (64, 48), extraExtents: 100)
+    #expect(HEIFDeclaration(ImageBytes(some))?.exceededBudget == false)
+  }
+
   @Test("a real AVIF's declaration matches its size, read from its sequence header and av1C")
   func realAVIF() throws {
     let avif = try TestImages.encoded(.avif(effort: 0), width: 123, height: 45)
@@ -80,6 +104,17 @@ struct HeldImageTests {
     #expect(decodeError(baseline, "baseline.jpg", maxPixels: maxPixels) == nil)
     let subsampled = Data(try TestImages.encoded(.jpeg(quality: 80, progressive: true), width: side, height: side).data)
     #expect(decodeError(subsampled, "subsampled.jpg", maxPixels: maxPixels) == nil)
+  }
+
+  @Test("metadata before the frame header cannot hide a progressive JPEG's coefficient buffer (17 segments of 64 KB)")
+  func paddedProgressiveJPEG() throws {
+    let side = 200
+    var bytes = [UInt8](try TestImages.encoded(.jpeg(quality: 95, progressive: true), width: side, height: side).data)
+    let segment: [UInt8] = [0xFF, 0xE9, 0xFF, 0xFF] + [UInt8](repeating: 0x41, count: 0xFFFF - 2)
+    for _ in 0..<17 { bytes.insert(contentsOf: segment, at: 2) }
+    let frame = try #require(JPEGFrame(ImageBytes(bytes)))
+    #expect(frame.width == side && frame.buffersWholeImage)
+    #expect(decodeError(Data(bytes), "padded.jpg", maxPixels: side * side)?.code == .imageTooLarge)
   }
 
   @Test("a JPEG side over libjpeg's 65,500 is imageTooLarge, not damage")

@@ -7,7 +7,13 @@ extension HostileFiles {
   /// A minimal AVIF: one `av01` item whose `ispe` says `ispe`, with an AV1 sequence header
   /// declaring `sequence` (a reduced still-picture header) in the item's data, or in the `av1C`
   /// configuration OBUs when `inConfiguration`. No frame follows: only the headers are real.
-  static func avif(ispe: (Int, Int), sequence: (Int, Int), inConfiguration: Bool = false) -> Data {
+  /// With `inIDAT` the item's data lies in `meta`'s `idat` (`iloc` version 1, construction method
+  /// 1), followed by a second, decoy `idat` holding `decoy`; `extraExtents` adds that many empty
+  /// extents (offset and length of no bytes: "the whole file").
+  static func avif(
+    ispe: (Int, Int), sequence: (Int, Int), inConfiguration: Bool = false, inIDAT: Bool = false,
+    decoy: Data = Data([0x12, 0x00]), extraExtents: Int = 0
+  ) -> Data {
     let header = sequenceHeaderOBU(width: sequence.0, height: sequence.1)
     let configuration = Data([0x81, 0x1F, 0x0C, 0x00]) + (inConfiguration ? header : Data())
     let itemData = inConfiguration ? Data([0x12, 0x00]) : header  // a temporal delimiter, or the header
@@ -17,15 +23,23 @@ extension HostileFiles {
       let pitm = fullBox("pitm", be16(1))
       let infe = fullBox("infe", be16(1) + be16(0) + Data("av01".utf8) + Data([0]), version: 2)
       let iinf = fullBox("iinf", be16(1) + infe)
-      let iloc = fullBox(
+      var iloc = fullBox(
         "iloc", Data([0x44, 0x00]) + be16(1) + be16(1) + be16(0) + be16(1) + be32(itemOffset) + be32(itemData.count))
+      if inIDAT {
+        let item = be16(1) + be16(1) + be16(0) + be16(1) + be32(0) + be32(itemData.count)  // method 1: idat
+        iloc = fullBox("iloc", Data([0x44, 0x00]) + be16(1) + item, version: 1)
+      }
+      if extraExtents > 0 {
+        iloc += fullBox("iloc", Data([0x00, 0x00]) + be16(1) + be16(1) + be16(0) + be16(extraExtents))
+      }
       let ipco = box("ipco", fullBox("ispe", be32(ispe.0) + be32(ispe.1)) + box("av1C", configuration))
       let ipma = fullBox("ipma", be32(1) + be16(1) + Data([2, 0x81, 0x82]))
-      return fullBox("meta", hdlr + pitm + iinf + iloc + box("iprp", ipco + ipma))
+      let data = inIDAT ? box("idat", itemData) + box("idat", decoy) : Data()
+      return fullBox("meta", hdlr + pitm + iinf + iloc + box("iprp", ipco + ipma) + data)
     }
     let withoutOffset = ftyp + meta(itemOffset: 0)
     let file = ftyp + meta(itemOffset: withoutOffset.count + 8)
-    return file + box("mdat", itemData)
+    return inIDAT ? file : file + box("mdat", itemData)
   }
 
   /// An AV1 sequence header OBU (type 1, with its size) for a still picture of `width`×`height`.

@@ -65,6 +65,12 @@ public enum Freshness: Sendable, Equatable {
     for part in header.split(separator: ",") {
       let pieces = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
       guard let name = pieces.first?.lowercased(), !name.isEmpty else { continue }
+      // A lifetime given twice is invalid, so the response is stale (RFC 9111 4.2.1): the later
+      // value never wins.
+      if result[name] != nil, name == "max-age" || name == "s-maxage" {
+        result[name] = .some("given twice")
+        continue
+      }
       result[name] = pieces.count > 1 ? pieces[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) : nil
     }
     return result

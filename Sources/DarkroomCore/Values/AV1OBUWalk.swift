@@ -18,10 +18,12 @@ struct AV1OBUWalk {
     total = self.ranges.reduce(0) { $0 + $1.count }
   }
 
-  /// The next sequence header's largest frame size, or `nil` when the data ends.
-  mutating func nextSequenceHeaderSize() -> (width: Int, height: Int)? {
+  /// The next sequence header's largest frame size, or `nil` when the data ends or `budget` (OBU
+  /// headers, shared by every walk of a file) runs out.
+  mutating func nextSequenceHeaderSize(budget: inout Int) -> (width: Int, height: Int)? {
     while logical < total {
-      guard let header = next() else { return nil }
+      budget -= 1
+      guard budget >= 0, let header = next() else { return nil }
       let type = (header >> 3) & 0x0F
       if header & 0x04 != 0 { guard next() != nil else { return nil } }  // extension header
       var size = total - logical

@@ -2,9 +2,11 @@
 /// sizes, `av1C` configurations (with their configuration OBUs), and, through `iinf` and `iloc`,
 /// the data of every `av01` item, whose OBUs are searched for sequence headers.
 ///
-/// Only `meta`, `iinf`, `iprp` and `ipco` are descended into, so nesting is at most four deep; every
-/// loop advances by at least a box header, and item data is walked OBU header by OBU header
-/// (payloads are skipped, not read), so the work is bounded by the file's size.
+/// Only `meta`, `iinf`, `iprp` and `ipco` are descended into, so nesting is at most four deep, and
+/// item data is walked OBU header by OBU header (payloads are skipped, not read). The work has
+/// fixed budgets, whatever the file's size: 65,536 boxes, 4,096 `iloc` extents and `av01` items
+/// in all, 65,536 OBU headers in all (a real file has a few dozen of each). A file over a budget
+/// is ``exceededBudget``: the decoder refuses it rather than judge it by what was read.
 struct HEIFBoxWalk {
   private let bytes: SafeBytes
   private var sizes: [(width: Int, height: Int)] = []
@@ -13,7 +15,12 @@ struct HEIFBoxWalk {
   private var planeSamples = 0.0
   private var av1Items: Set<UInt32> = []
   private var extents: [UInt32: [ItemExtent]] = [:]
-  private var idat: Range<Int>?
+  /// Every `idat` directly in `meta` (libheif reads the first; all are searched).
+  private var idats: [Range<Int>] = []
+  private var boxes = 0
+  private var extentCount = 0
+  private var obuBudget = HEIFBoxWalk.maxOBUs
+  private(set) var exceededBudget = false
 
   /// Where part of an item's data lies: a file offset, or an offset into `idat`.
   private struct ItemExtent {
@@ -22,19 +29,30 @@ struct HEIFBoxWalk {
     var inIDAT: Bool
   }
 
-  /// The most `iloc` items and extents taken (a real file has a few dozen).
-  private static let maxExtents = 4_096
+  /// The most `iloc` extents and `av01` items taken in all, and `idat` boxes searched.
+  static let maxExtents = 4_096
+  static let maxBoxes = 65_536
+  static let maxOBUs = 65_536
+  static let maxIDATs = 16
 
   init(_ bytes: SafeBytes) { self.bytes = bytes }
 
   mutating func run() {
-    walk(0..<bytes.count, depth: 0)
-    for item in av1Items.sorted() {
+    walk(0..<bytes.count, depth: 0, parent: 0)
+    for item in av1Items.sorted() where !exceededBudget {
       guard let parts = extents[item] else { continue }
-      let ranges = parts.compactMap(fileRange)
-      var obus = AV1OBUWalk(bytes: bytes, ranges: ranges)
-      while let size = obus.nextSequenceHeaderSize() { sequenceSizes.append(size) }
+      // Data in `idat` is searched in every candidate box, each as its own stream.
+      let alternatives = parts.contains(where: \.inIDAT) ? max(1, idats.count) : 1
+      for alternative in 0..<alternatives where !exceededBudget {
+        walkOBUs(parts.compactMap { fileRange($0, idat: alternative) })
+      }
     }
+  }
+
+  private mutating func walkOBUs(_ ranges: [Range<Int>]) {
+    var obus = AV1OBUWalk(bytes: bytes, ranges: ranges)
+    while let size = obus.nextSequenceHeaderSize(budget: &obuBudget) { sequenceSizes.append(size) }
+    if obuBudget <= 0 { exceededBudget = true }
   }
 
   func declaration() -> HEIFDeclaration? {
@@ -42,17 +60,28 @@ struct HEIFBoxWalk {
     func area(_ size: (width: Int, height: Int)) -> UInt64 {
       UInt64(clamping: size.width).multipliedReportingOverflow(by: UInt64(clamping: size.height)).partialValue
     }
-    guard let largest = all.filter({ $0.width > 0 && $0.height > 0 }).max(by: { area($0) < area($1) }) else { return nil }
+    guard let largest = all.filter({ $0.width > 0 && $0.height > 0 }).max(by: { area($0) < area($1) }) else {
+      return exceededBudget
+        ? HEIFDeclaration(
+          width: 0, height: 0, bitDepth: 8, planeSamplesPerPixel: 3, fromSequenceHeader: false, exceededBudget: true)
+        : nil
+    }
     let fromSequence = sequenceSizes.contains { area($0) == area(largest) }
     return HEIFDeclaration(
       width: largest.width, height: largest.height, bitDepth: bitDepth == 0 ? 8 : bitDepth,
-      planeSamplesPerPixel: planeSamples == 0 ? 3 : planeSamples, fromSequenceHeader: fromSequence)
+      planeSamplesPerPixel: planeSamples == 0 ? 3 : planeSamples, fromSequenceHeader: fromSequence,
+      exceededBudget: exceededBudget)
   }
 
-  private mutating func walk(_ range: Range<Int>, depth: Int) {
+  private mutating func walk(_ range: Range<Int>, depth: Int, parent: UInt32) {
     var position = range.lowerBound
     while position <= range.upperBound - 8, let size32 = bytes.number(position, length: 4), let type = bytes.fourCC(position + 4)
     {
+      boxes += 1
+      guard boxes <= Self.maxBoxes else {
+        exceededBudget = true
+        return
+      }
       var header = 8
       var size = Int(size32)
       if size32 == 1 {
@@ -64,21 +93,22 @@ struct HEIFBoxWalk {
       }
       guard size >= header else { return }
       let end = size > range.upperBound - position ? range.upperBound : position + size
-      visit(type, body: min(position + header, end)..<end, depth: depth)
+      visit(type, body: min(position + header, end)..<end, depth: depth, parent: parent)
       position = end
     }
   }
 
-  private mutating func visit(_ type: UInt32, body: Range<Int>, depth: Int) {
-    guard depth < 4, !body.isEmpty else { return }
+  private mutating func visit(_ type: UInt32, body: Range<Int>, depth: Int, parent: UInt32) {
+    guard depth < 4, !body.isEmpty, !exceededBudget else { return }
     switch type {
-    case UInt32(fourCC: "meta"): walk(body.lowerBound + 4..<max(body.lowerBound + 4, body.upperBound), depth: depth + 1)
-    case UInt32(fourCC: "iprp"), UInt32(fourCC: "ipco"): walk(body, depth: depth + 1)
+    case UInt32(fourCC: "meta"):
+      walk(body.lowerBound + 4..<max(body.lowerBound + 4, body.upperBound), depth: depth + 1, parent: type)
+    case UInt32(fourCC: "iprp"), UInt32(fourCC: "ipco"): walk(body, depth: depth + 1, parent: type)
     case UInt32(fourCC: "iinf"):
       // A full box, then an entry count of 16 bits (version 0) or 32 bits.
       guard let version = bytes.byte(body.lowerBound) else { return }
       let start = body.lowerBound + 4 + (version == 0 ? 2 : 4)
-      walk(start..<max(start, body.upperBound), depth: depth + 1)
+      walk(start..<max(start, body.upperBound), depth: depth + 1, parent: type)
     case UInt32(fourCC: "infe"): readItemInfo(body)
     case UInt32(fourCC: "ispe"):
       if let width = bytes.int(body.lowerBound + 4, length: 4), let height = bytes.int(body.lowerBound + 8, length: 4) {
@@ -86,7 +116,8 @@ struct HEIFBoxWalk {
       }
     case UInt32(fourCC: "av1C"): readAV1Configuration(body)
     case UInt32(fourCC: "iloc"): readItemLocations(body)
-    case UInt32(fourCC: "idat"): idat = body
+    case UInt32(fourCC: "idat") where parent == UInt32(fourCC: "meta"):
+      if idats.count < Self.maxIDATs { idats.append(body) } else { exceededBudget = true }
     default: return
     }
   }
@@ -98,7 +129,9 @@ struct HEIFBoxWalk {
     guard let id = bytes.number(body.lowerBound + 4, length: idLength),
       let type = bytes.fourCC(body.lowerBound + 4 + idLength + 2)
     else { return }
-    if type == UInt32(fourCC: "av01") { av1Items.insert(UInt32(truncatingIfNeeded: id)) }
+    guard type == UInt32(fourCC: "av01") else { return }
+    av1Items.insert(UInt32(truncatingIfNeeded: id))
+    if av1Items.count > Self.maxExtents { exceededBudget = true }
   }
 
   /// `av1C`: marker and version, profile and level, then the sample layout, then config OBUs.
@@ -112,8 +145,7 @@ struct HEIFBoxWalk {
     bitDepth = max(bitDepth, highBitDepth ? (twelveBit ? 12 : 10) : 8)
     let chroma = monochrome ? 0 : 2.0 / Double((subsampledX ? 2 : 1) * (subsampledY ? 2 : 1))
     planeSamples = max(planeSamples, 1 + chroma)
-    var obus = AV1OBUWalk(bytes: bytes, ranges: [min(body.lowerBound + 4, body.upperBound)..<body.upperBound])
-    while let size = obus.nextSequenceHeaderSize() { sequenceSizes.append(size) }
+    walkOBUs([min(body.lowerBound + 4, body.upperBound)..<body.upperBound])
   }
 
   /// `iloc` versions 0–2: each item's extents, with its base offset and construction method.
@@ -130,7 +162,6 @@ struct HEIFBoxWalk {
       [0, 4, 8].contains(indexSize), let itemCount = bytes.int(body.lowerBound + 6, length: countLength)
     else { return }
     var position = body.lowerBound + 6 + countLength
-    var taken = 0
     for _ in 0..<min(itemCount, Self.maxExtents) {
       guard let id = bytes.number(position, length: countLength) else { return }
       position += countLength
@@ -150,8 +181,11 @@ struct HEIFBoxWalk {
           let length = bytes.number(position + offsetSize, length: lengthSize)
         else { return }
         position += offsetSize + lengthSize
-        taken += 1
-        guard taken <= Self.maxExtents else { return }
+        extentCount += 1
+        guard extentCount <= Self.maxExtents else {
+          exceededBudget = true
+          return
+        }
         // Construction method 2 (data from other items) refers to items walked on their own.
         guard method < 2 else { continue }
         let (start, overflow) = base.addingReportingOverflow(offset)
@@ -162,9 +196,10 @@ struct HEIFBoxWalk {
     }
   }
 
-  /// Where an extent lies in the file, clamped to it; a length of 0 means "to the end".
-  private func fileRange(_ extent: ItemExtent) -> Range<Int>? {
-    let container = extent.inIDAT ? (idat ?? 0..<0) : 0..<bytes.count
+  /// Where an extent lies in the file (or in the `idat` numbered `idat`), clamped to it; a length
+  /// of 0 means "to the end".
+  private func fileRange(_ extent: ItemExtent, idat: Int) -> Range<Int>? {
+    let container = extent.inIDAT ? (idat < idats.count ? idats[idat] : 0..<0) : 0..<bytes.count
     guard extent.offset < UInt64(container.count) else { return nil }
     let start = container.lowerBound + Int(extent.offset)
     let available = UInt64(container.upperBound - start)

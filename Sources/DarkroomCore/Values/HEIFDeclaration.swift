@@ -24,6 +24,14 @@ public struct HEIFDeclaration: Sendable, Equatable {
   public var planeSamplesPerPixel: Double
   /// Whether any size came from an AV1 sequence header (rather than `ispe` alone).
   public var fromSequenceHeader: Bool
+  /// Whether the file holds more structure than the walk reads (over 65,536 boxes or OBUs, 4,096
+  /// extents or items, 16 `idat` boxes): no real file does, and what was not read cannot be
+  /// judged, so the decoder refuses it. Width and height are then 0 when nothing was found.
+  public var exceededBudget: Bool
+
+  /// The walk's budgets, for messages.
+  public static let limitsDescription =
+    "\(HEIFBoxWalk.maxBoxes) boxes, \(HEIFBoxWalk.maxExtents) item extents or AV1 items, \(HEIFBoxWalk.maxOBUs) OBUs or \(HEIFBoxWalk.maxIDATs) idat boxes"
 
   /// The bytes per pixel of the decoder's planes, before conversion to RGB.
   public var bytesPerDecodedPixel: Double { planeSamplesPerPixel * (bitDepth > 8 ? 2 : 1) }
@@ -40,12 +48,13 @@ public struct HEIFDeclaration: Sendable, Equatable {
     self = found
   }
 
-  init(width: Int, height: Int, bitDepth: Int, planeSamplesPerPixel: Double, fromSequenceHeader: Bool) {
+  init(width: Int, height: Int, bitDepth: Int, planeSamplesPerPixel: Double, fromSequenceHeader: Bool, exceededBudget: Bool) {
     self.width = width
     self.height = height
     self.bitDepth = bitDepth
     self.planeSamplesPerPixel = planeSamplesPerPixel
     self.fromSequenceHeader = fromSequenceHeader
+    self.exceededBudget = exceededBudget
   }
 }
 

@@ -152,6 +152,20 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
   /// A copy of the bytes as `Data`.
   public var data: Data { Data(storage) }
 
+  /// Up to `count` bytes from `offset` (fewer at the end, none outside), without reading the rest
+  /// of a file: for walking a header that may lie beyond the first pages.
+  public func bytes(at offset: Int, count: Int) -> [UInt8] {
+    let total = self.count
+    guard offset >= 0, offset < total, count > 0 else { return [] }
+    let length = min(count, total - offset)
+    let inMemory = lock.withLock { memory }
+    if let inMemory { return Array(UnsafeRawBufferPointer(inMemory)[offset..<offset + length]) }
+    guard let descriptor else { return [] }
+    var out = [UInt8](repeating: 0, count: length)
+    let read = out.withUnsafeMutableBytes { DescriptorIO.readAll(descriptor, into: $0, at: offset) }
+    return Array(out.prefix(max(0, read)))
+  }
+
   /// The first `n` bytes (fewer when the block is shorter), for sniffing formats.
   public func prefix(_ n: Int) -> [UInt8] { withUnsafeHead(n) { Array($0) } }
 

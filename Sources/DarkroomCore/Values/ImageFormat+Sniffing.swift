@@ -65,8 +65,13 @@ extension ImageFormat {
   /// it from damage, and it never looks at the sequence header; checking the declared size first
   /// makes "too large" deterministic and stops before anything is allocated.
   public static func declaredHEIFSize(_ bytes: ImageBytes) -> (width: Int, height: Int)? {
+    declaredHEIFSize(bytes, declaration: HEIFDeclaration(bytes))
+  }
+
+  /// ``declaredHEIFSize(_:)`` with the file's ``HEIFDeclaration`` already read.
+  public static func declaredHEIFSize(_ bytes: ImageBytes, declaration: HEIFDeclaration?) -> (width: Int, height: Int)? {
     let scanned = scannedISPESize(bytes)
-    guard let declared = HEIFDeclaration(bytes) else { return scanned }
+    guard let declared = declaration, declared.width > 0, declared.height > 0 else { return scanned }
     guard let scanned else { return (declared.width, declared.height) }
     let declaredArea = UInt64(declared.width) * UInt64(declared.height)
     return UInt64(scanned.width) * UInt64(scanned.height) > declaredArea ? scanned : (declared.width, declared.height)

@@ -1,10 +1,10 @@
 /// What a JPEG's frame header and first scan header declare: the coding process, the size, each
 /// component's sampling factors, and how many components the first scan holds.
 ///
-/// Found by walking the segments from the start up to the first scan (`SOS`). Only the first MiB
-/// is read: the headers follow the metadata segments, each at most 64 KiB, so they are found there
-/// in any real file. Every read is bounds-checked; damaged headers give `nil` or a partial frame
-/// (the decoder then names the damage).
+/// Found by walking the segments from the start up to the first scan (`SOS`), however much
+/// metadata comes first (a large local file is read a window at a time, never whole): metadata
+/// segments cannot push the frame header out of sight. Every read is bounds-checked; damaged
+/// headers give `nil` or a partial frame (the decoder then names the damage).
 ///
 /// ```swift
 /// if let frame = JPEGFrame(bytes), frame.buffersWholeImage {
@@ -46,14 +46,10 @@ public struct JPEGFrame: Sendable, Equatable {
     }
   }
 
-  /// Reads the frame from the first MiB of a JPEG; `nil` when no frame header comes before a scan
-  /// or the end of the data.
-  public init?(_ bytes: ImageBytes) {
-    guard let frame = bytes.withUnsafeHead(1 << 20, { JPEGFrame(SafeBytes($0)) }) else { return nil }
-    self = frame
-  }
-
-  private init?(_ bytes: SafeBytes) {
+  /// Reads the frame of a JPEG; `nil` when no frame header comes before a scan or the end of the
+  /// data.
+  public init?(_ data: ImageBytes) {
+    var bytes = WindowedBytes(data)
     var found: JPEGFrame?
     var index = 2
     while let byte = bytes.byte(index), let marker = bytes.byte(index + 1), index + 4 <= bytes.count {
@@ -72,7 +68,7 @@ public struct JPEGFrame: Sendable, Equatable {
       }
       guard let length = bytes.int(index + 2, length: 2), length >= 2 else { break }
       if found == nil, (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
-        found = JPEGFrame(marker: marker, header: bytes, at: index + 4)
+        found = JPEGFrame(marker: marker, header: &bytes, at: index + 4)
       }
       index += 2 + length
     }
@@ -82,7 +78,7 @@ public struct JPEGFrame: Sendable, Equatable {
 
   /// A frame header's fields: precision, height, width, component count, then per component its
   /// identifier, sampling factors and table.
-  private init(marker: UInt8, header bytes: SafeBytes, at offset: Int) {
+  private init(marker: UInt8, header bytes: inout WindowedBytes, at offset: Int) {
     self.marker = marker
     height = bytes.int(offset + 1, length: 2) ?? 0
     width = bytes.int(offset + 3, length: 2) ?? 0
@@ -92,5 +88,38 @@ public struct JPEGFrame: Sendable, Equatable {
       guard let factors = bytes.byte(offset + 6 + component * 3 + 1) else { break }
       sampling.append(Sampling(horizontal: max(1, Int(factors >> 4)), vertical: max(1, Int(factors & 0x0F))))
     }
+  }
+}
+
+/// Bounds-checked reads from ``ImageBytes`` through a 64 KiB window that moves as the reads do.
+struct WindowedBytes {
+  private let data: ImageBytes
+  let count: Int
+  private var start = 0
+  private var window: [UInt8] = []
+
+  init(_ data: ImageBytes) {
+    self.data = data
+    count = data.count
+  }
+
+  mutating func byte(_ offset: Int) -> UInt8? {
+    guard offset >= 0, offset < count else { return nil }
+    if offset < start || offset >= start + window.count {
+      start = offset
+      window = data.bytes(at: offset, count: 1 << 16)
+    }
+    return offset - start < window.count ? window[offset - start] : nil
+  }
+
+  /// `length` bytes (at most 8) at `offset` as an unsigned big-endian number.
+  mutating func int(_ offset: Int, length: Int) -> Int? {
+    guard length >= 0, length <= 7 else { return nil }
+    var value = 0
+    for index in 0..<length {
+      guard let byte = byte(offset + index) else { return nil }
+      value = value << 8 | Int(byte)
+    }
+    return value
   }
 }

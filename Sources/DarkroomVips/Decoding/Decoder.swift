@@ -91,7 +91,13 @@ public struct Decoder: Stage {
         source: input.source.description)
     }
     let heif = format == .heif || format == .avif ? HEIFDeclaration(input.bytes) : nil
-    if format == .heif || format == .avif, let declared = ImageFormat.declaredHEIFSize(input.bytes) {
+    if heif?.exceededBudget == true {
+      throw PipelineError(
+        .unsupportedFormat,
+        "the \(format) file holds more structure than any real image (over \(HEIFDeclaration.limitsDescription)); it is not decoded",
+        source: input.source.description)
+    }
+    if format == .heif || format == .avif, let declared = ImageFormat.declaredHEIFSize(input.bytes, declaration: heif) {
       try checkPixelLimit(width: declared.width, height: declared.height, format: format, source: input.source)
     }
     if let frame = jpeg, max(frame.width, frame.height) > Decoder.maxJPEGSide {
