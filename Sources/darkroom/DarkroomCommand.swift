@@ -31,11 +31,23 @@ struct DarkroomCommand: AsyncParsableCommand {
       }
     #endif
     Terminal.ignoreBrokenPipes()
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    let (parsed, folded) = FoldedArguments.fold(arguments)
     do {
-      var command = try parseAsRoot()
-      if var asyncCommand = command as? any AsyncParsableCommand {
+      var command = try parseAsRoot(parsed)
+      switch command {
+      case var run as RunCommand:
+        run.inputs = folded.unfold(run.inputs)
+        try await run.run()
+      case var validate as ValidateCommand:
+        validate.files = folded.unfold(validate.files)
+        try validate.run()
+      case var purge as CacheCommand.Purge:
+        purge.sources = folded.unfold(purge.sources)
+        try await purge.run()
+      case var asyncCommand as any AsyncParsableCommand:
         try await asyncCommand.run()
-      } else {
+      default:
         try command.run()
       }
     } catch {
