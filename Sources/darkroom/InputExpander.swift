@@ -23,45 +23,6 @@ struct InputExpander {
     var message: String
   }
 
-  /// The largest input list read (64 MiB: about a million URLs).
-  static let maxListBytes = 64 << 20
-
-  /// Reads an input list: one URL or path per line, blank lines and `#` comments skipped; `-`
-  /// reads standard input. Only a regular file (or standard input) is read, and at most
-  /// ``maxListBytes`` of it: a device or a FIFO is refused instead of read for ever.
-  static func readList(_ path: String) throws -> [String] {
-    let data: Data
-    do {
-      data =
-        try path == "-"
-        ? BoundedFileReader.read(descriptor: 0, limit: maxListBytes) : BoundedFileReader.read(path, limit: maxListBytes)
-    } catch {
-      switch error {
-      case .tooLarge: throw ListError(description: "it is over \(maxListBytes >> 20) MiB; split it into several lists")
-      case .notRegular: throw ListError(description: "it is not a regular file (give a file, or - for standard input)")
-      case .system: throw ListError(description: error.description)
-      }
-    }
-    // Lines end at "\n" only (a "\r" before it is dropped): a file name may hold U+2028, U+0085,
-    // a vertical tab or a form feed, and splitting there would make one listed name two inputs.
-    // A NUL cannot be in a path: such a line is refused, not cut short.
-    var lines: [String] = []
-    for (number, raw) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
-      var bytes = raw
-      if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
-      if bytes.contains(0) {
-        throw ListError(description: "line \(number + 1) holds a NUL byte, which no path or URL can hold")
-      }
-      let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
-      if !line.isEmpty && !line.hasPrefix("#") { lines.append(line) }
-    }
-    return lines
-  }
-
-  struct ListError: Error, CustomStringConvertible {
-    var description: String
-  }
-
   func expand(_ inputs: [String]) -> (sources: [ImageSource], problems: [Problem]) {
     var sources: [ImageSource] = []
     var problems: [Problem] = []

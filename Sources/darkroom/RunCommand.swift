@@ -140,7 +140,7 @@ struct RunCommand: AsyncParsableCommand {
     var listed: [String] = []
     if let inputList {
       do {
-        listed = try InputExpander.readList(inputList)
+        listed = try InputList.read(inputList)
       } catch {
         Terminal.error("error: cannot read the input list \(Terminal.printable(inputList)): \(error)")
         throw ExitCode.validationFailure
