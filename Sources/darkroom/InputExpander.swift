@@ -10,7 +10,7 @@ import Foundation
 ///
 /// Folders are read with `readdir(3)`, name by name as bytes: a name that is not valid UTF-8 (which
 /// Foundation would turn into another name, one that does not exist) is not taken but reported as
-/// a problem that says so. Hidden names (starting with `.`) are skipped, and symlinked folders are
+/// a problem that says so; so is a folder that cannot be read (no permission). Hidden names (starting with `.`) are skipped, and symlinked folders are
 /// not descended into with `--recursive` (a loop cannot make the walk endless).
 struct InputExpander {
   var recursive: Bool
@@ -46,11 +46,21 @@ struct InputExpander {
     return (sources, problems)
   }
 
+  /// Why a folder cannot be listed (`errno` of `opendir`): counted as a failed input, never taken
+  /// for a folder that holds no images.
+  static func unreadableFolder(_ code: Int32) -> String {
+    let kind = code == EACCES || code == EPERM ? "accessDenied" : code == ENOENT ? "notFound" : "invalidInput"
+    return "\(kind): cannot read the folder: \(String(cString: strerror(code)))"
+  }
+
   static let notUTF8 = "invalidInput: the file name is not valid UTF-8, so it cannot be named exactly; rename it (convmv can)"
 
   /// Adds the image files of `folder` (and of its subfolders with `recursive`), sorted by name.
   private func walk(_ folder: String, depth: Int, into sources: inout [ImageSource], problems: inout [Problem]) {
-    guard let directory = opendir(folder) else { return }
+    guard let directory = opendir(folder) else {
+      problems.append(Problem(input: folder, message: Self.unreadableFolder(errno)))
+      return
+    }
     defer { closedir(directory) }
     var entries: [(name: String, isDirectory: Bool)] = []
     while let entry = readdir(directory) {
