@@ -13,7 +13,8 @@ struct DarkroomCommand: AsyncParsableCommand {
     abstract: "Run Darkroom image pipelines over files, folders and URLs.",
     discussion: """
       Exit status: 0 when every input succeeded, 1 when any input failed, 2 when a pipeline file is \
-      invalid, 64 when the command line is wrong.
+      invalid, 64 when the command line is wrong, 75 when an image table is in use by another \
+      process, 128 + N when stopped by signal N (130, 143).
       """,
     subcommands: [RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self]
   )
@@ -60,4 +61,7 @@ struct DarkroomCommand: AsyncParsableCommand {
 enum ExitStatus {
   static let inputsFailed = ExitCode(1)
   static let invalidPipeline = ExitCode(2)
+  /// A resource the run needs is held by another process (an image table another run has
+  /// open): trying again later can succeed (`EX_TEMPFAIL` of sysexits.h).
+  static let inUseElsewhere = ExitCode(75)
 }

@@ -10,7 +10,9 @@ struct RunCommand: AsyncParsableCommand {
     discussion: """
       Outputs are written by the pipeline's "write" stage, or, when the pipeline ends with \
       "encode", into --output as {name}.{ext}. Exit status 0 when every input succeeded, 1 when \
-      any failed, 2 when the pipeline file is invalid.
+      any failed, 2 when the pipeline file is invalid, 64 when the command line or the input list \
+      is, 75 when an image table of the pipeline is locked by another process, 130 or 143 when \
+      stopped by SIGINT or SIGTERM.
       """)
 
   @Argument(help: "The pipeline JSON file.")
@@ -116,13 +118,7 @@ struct RunCommand: AsyncParsableCommand {
     // inputs onto one file fails the second instead of overwriting the first.
     let claims = OutputClaims()
     let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, outputClaims: claims)
-    let set: PipelineSet
-    do {
-      set = try PipelineDefinition.loadSet(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
-    } catch {
-      Terminal.error("error: invalid pipeline: \(error.message)")
-      throw ExitStatus.invalidPipeline
-    }
+    let set = try PipelineFile.load(pipeline, context: context)
     // libvips starts here, on the main thread, before any work, when a stage needs it (a
     // fetch-only pipeline skips its ~80 ms of module loading). Starting it lazily on a pool thread
     // raced with the process's exit when the first image's operation timed out during the start:

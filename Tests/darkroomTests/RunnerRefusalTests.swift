@@ -5,7 +5,8 @@ import Testing
   import Glibc
 #endif
 
-/// What the runner says when the file system refuses it something: a folder it may not read.
+/// What the runner says when the file system refuses it something: a folder it may not read, an
+/// image table another process holds.
 @Suite("Runner refusals", .serialized, .timeLimit(.minutes(3)))
 struct RunnerRefusalTests {
   /// The command prefix that runs a program with file permissions holding for it: none when not
@@ -51,5 +52,38 @@ struct RunnerRefusalTests {
       executable: command[0], arguments: Array(command.dropFirst()) + [locked, "--output", folder + "/out"])
     #expect(alone.status == 1 && alone.stderr.contains("Permission denied"), "\(alone.stderr)")
     #expect(alone.stderr.contains("error: no input can be run"), "\(alone.stderr)")
+  }
+
+  @Test("an image table locked by another process: exit 75 saying so, not an invalid pipeline; the run after it works")
+  func lockedImageTable() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let pipeline = folder + "/tabled.json"
+    try Data(
+      #"""
+      {"version": 1, "name": "tabled", "stages": [{"stage": "fetch"}, {"stage": "decode"},
+        {"stage": "resize", "width": 40, "height": 40, "mode": "fill"},
+        {"stage": "cache", "store": "table", "width": 40, "height": 40, "maxCount": 8}, {"stage": "encode", "format": "png"}]}
+      """#.utf8
+    ).write(to: URL(fileURLWithPath: pipeline))
+    let run = ["run", pipeline, "Examples/images/rings.png", "--output", folder + "/out", "--cache-dir", folder + "/cache"]
+    let first = try Runner.run(run)
+    #expect(first.status == 0, "\(first.stderr)")
+    let tables = try FileManager.default.subpathsOfDirectory(atPath: folder + "/cache").filter { $0.hasSuffix(".imagetable") }
+    let table = folder + "/cache/" + (try #require(tables.first))
+    // This test process holds the table, as another run would.
+    let holder = open(table, O_RDWR | O_CLOEXEC)
+    try #require(holder >= 0)
+    defer { close(holder) }
+    #expect(flock(holder, LOCK_EX | LOCK_NB) == 0)
+    for arguments in [run, ["cache", "stats", pipeline, "--cache-dir", folder + "/cache"]] {
+      let locked = try Runner.run(arguments)
+      #expect(locked.status == 75, "\(arguments[0]): \(locked.stderr)")
+      #expect(locked.stderr.contains("is locked by another process"), "\(locked.stderr)")
+      #expect(!locked.stderr.contains("invalid pipeline"), "\(locked.stderr)")
+    }
+    flock(holder, LOCK_UN)
+    let after = try Runner.run(run)
+    #expect(after.status == 0, "\(after.stderr)")
   }
 }
