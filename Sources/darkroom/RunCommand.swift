@@ -147,8 +147,9 @@ struct RunCommand: AsyncParsableCommand {
     defer { pressureMonitor.stop() }
     let expanded = InputExpander(recursive: recursive).expand(inputs + listed)
     for problem in expanded.problems { Terminal.error("failed: \(Terminal.printable(problem.input)): \(problem.message)") }
+    let graphs = try finalGraphs(set, claims: claims)
     let (distinct, repeated) = OutputNaming.distinct(expanded.sources)
-    let sources = OutputNaming.disambiguated(distinct)
+    let sources = OutputNaming.disambiguated(distinct, patterns: OutputPattern.all(in: graphs))
     if repeated > 0, !quiet {
       Terminal.error("note: \(repeated) input\(repeated == 1 ? " was" : "s were") given more than once; each is run once")
     }
@@ -159,32 +160,10 @@ struct RunCommand: AsyncParsableCommand {
           : "error: no input can be run")
       throw ExitStatus.inputsFailed
     }
-    // A pipeline ending with "encode" (or only fetching) gets a default write stage: outputs land
-    // in --output as {name}.{ext}, or {name}-{variant}.{ext} for a pipeline with variants.
     var variants: [BatchRunner.Variant] = []
-    for variant in set.variants {
-      var graph = noFusion ? variant.graph.fusion(false) : variant.graph
-      let template = variant.name == nil ? Writer.defaultTemplate : "{name}-{variant}.{ext}"
-      let produced = ObjectIdentifier(graph.outputType)
-      let finalWriter: AnyStage? =
-        produced == ObjectIdentifier(EncodedImage.self)
-        ? AnyStage(Writer(directory: self.output, template: template, claims: claims))
-        : produced == ObjectIdentifier(FetchedData.self)
-          ? AnyStage(
-            BytesWriter(
-              directory: self.output, template: template.replacingOccurrences(of: "{variant}", with: variant.name ?? ""),
-              claims: claims))
-          : nil
-      if let finalWriter {
-        do {
-          graph = try StageGraph(name: graph.name, stages: graph.stages + [finalWriter], fusion: graph.fusionEnabled)
-        } catch {
-          Terminal.error("error: \(error.message)")
-          throw ExitStatus.invalidPipeline
-        }
-      }
+    for (graph, name) in graphs {
       do {
-        variants.append(BatchRunner.Variant(name: variant.name, pipeline: try Pipeline(graph)))
+        variants.append(BatchRunner.Variant(name: name, pipeline: try Pipeline(graph)))
       } catch {
         Terminal.error("error: \(error.message)")
         throw ExitStatus.invalidPipeline
@@ -219,5 +198,36 @@ struct RunCommand: AsyncParsableCommand {
     await Notifiers.shared.closeAll()
     if !quiet { Terminal.error(report.summary) }
     if report.failed > 0 { throw ExitStatus.inputsFailed }
+  }
+
+  /// Each variant's graph as it runs. A pipeline ending with "encode" (or only fetching) gets a
+  /// default write stage: outputs land in --output as {name}.{ext}, or {name}-{variant}.{ext} for
+  /// a pipeline with variants.
+  func finalGraphs(_ set: PipelineSet, claims: OutputClaims) throws -> [(graph: StageGraph, variant: String?)] {
+    var graphs: [(graph: StageGraph, variant: String?)] = []
+    for variant in set.variants {
+      var graph = noFusion ? variant.graph.fusion(false) : variant.graph
+      let template = variant.name == nil ? Writer.defaultTemplate : "{name}-{variant}.{ext}"
+      let produced = ObjectIdentifier(graph.outputType)
+      let finalWriter: AnyStage? =
+        produced == ObjectIdentifier(EncodedImage.self)
+        ? AnyStage(Writer(directory: self.output, template: template, claims: claims))
+        : produced == ObjectIdentifier(FetchedData.self)
+          ? AnyStage(
+            BytesWriter(
+              directory: self.output, template: template.replacingOccurrences(of: "{variant}", with: variant.name ?? ""),
+              claims: claims))
+          : nil
+      if let finalWriter {
+        do {
+          graph = try StageGraph(name: graph.name, stages: graph.stages + [finalWriter], fusion: graph.fusionEnabled)
+        } catch {
+          Terminal.error("error: \(error.message)")
+          throw ExitStatus.invalidPipeline
+        }
+      }
+      graphs.append((graph, variant.name))
+    }
+    return graphs
   }
 }
