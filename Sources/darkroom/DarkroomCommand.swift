@@ -33,13 +33,16 @@ struct DarkroomCommand: AsyncParsableCommand {
     #endif
     Terminal.ignoreBrokenPipes()
     let arguments = Array(CommandLine.arguments.dropFirst())
+    // A run stops in order on SIGINT and SIGTERM from here on: a signal while the command line
+    // is parsed, the pipeline loaded or the inputs listed still ends with the summary.
+    let signals = arguments.first == RunCommand.configuration.commandName ? StopSignals() : nil
     let (parsed, folded) = FoldedArguments.fold(arguments)
     do {
       var command = try parseAsRoot(parsed)
       switch command {
       case var run as RunCommand:
         run.inputs = folded.unfold(run.inputs)
-        try await run.run()
+        try await run.run(signals: signals ?? StopSignals())
       case var validate as ValidateCommand:
         validate.files = folded.unfold(validate.files)
         try validate.run()

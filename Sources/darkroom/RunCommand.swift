@@ -113,7 +113,12 @@ struct RunCommand: AsyncParsableCommand {
     return limits
   }
 
-  func run() async throws {
+  func run() async throws { try await run(signals: StopSignals()) }
+
+  /// Runs the batch. `signals` was installed as early as the process could: a SIGINT or SIGTERM
+  /// at any time after that (while the pipeline is loaded or the inputs are listed, too) stops
+  /// the run in order, with the summary.
+  func run(signals: StopSignals) async throws {
     // Every writer of the run records which input has which file: a template that maps two
     // inputs onto one file fails the second instead of overwriting the first.
     let claims = OutputClaims()
@@ -153,7 +158,7 @@ struct RunCommand: AsyncParsableCommand {
     if repeated > 0, !quiet {
       Terminal.error("note: \(repeated) input\(repeated == 1 ? " was" : "s were") given more than once; each is run once")
     }
-    if sources.isEmpty {
+    if sources.isEmpty, !signals.stopRequested {
       Terminal.error(
         expanded.problems.isEmpty
           ? "error: no inputs: the given folders hold no image files, or the input list is empty"
@@ -184,7 +189,6 @@ struct RunCommand: AsyncParsableCommand {
       showProgress: !quiet && Terminal.stderrIsTerminal)
     // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
     // cancelled; the summary says what was done, failed, cancelled and not started.
-    let signals = StopSignals()
     var report = await runner.run(sources, signals: signals)
     report.failed += expanded.problems.count
     if let status = signals.exitStatus {
