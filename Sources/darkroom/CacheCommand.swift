@@ -22,13 +22,7 @@ struct CacheCommand: AsyncParsableCommand {
     /// The distinct stores of the pipeline's cache stages.
     func stores() throws -> [any CacheStore] {
       let context = StageBuildContext(cacheDirectory: cacheDir)
-      let set: PipelineSet
-      do {
-        set = try PipelineDefinition.loadSet(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
-      } catch {
-        Terminal.error("error: invalid pipeline: \(error.message)")
-        throw ExitStatus.invalidPipeline
-      }
+      let set = try PipelineFile.load(pipeline, context: context)
       var seen: Set<String> = []
       var stores: [any CacheStore] = []
       for stage in set.variants.flatMap(\.graph.stages) {

@@ -13,7 +13,8 @@ struct DarkroomCommand: AsyncParsableCommand {
     abstract: "Run Darkroom image pipelines over files, folders and URLs.",
     discussion: """
       Exit status: 0 when every input succeeded, 1 when any input failed, 2 when a pipeline file is \
-      invalid, 64 when the command line is wrong.
+      invalid, 64 when the command line is wrong, 75 when an image table is in use by another \
+      process, 128 + N when stopped by signal N (130, 143).
       """,
     subcommands: [RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self]
   )
@@ -31,11 +32,26 @@ struct DarkroomCommand: AsyncParsableCommand {
       }
     #endif
     Terminal.ignoreBrokenPipes()
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    // A run stops in order on SIGINT and SIGTERM from here on: a signal while the command line
+    // is parsed, the pipeline loaded or the inputs listed still ends with the summary.
+    let signals = arguments.first == RunCommand.configuration.commandName ? StopSignals() : nil
+    let (parsed, folded) = FoldedArguments.fold(arguments)
     do {
-      var command = try parseAsRoot()
-      if var asyncCommand = command as? any AsyncParsableCommand {
+      var command = try parseAsRoot(parsed)
+      switch command {
+      case var run as RunCommand:
+        run.inputs = folded.unfold(run.inputs)
+        try await run.run(signals: signals ?? StopSignals())
+      case var validate as ValidateCommand:
+        validate.files = folded.unfold(validate.files)
+        try validate.run()
+      case var purge as CacheCommand.Purge:
+        purge.sources = folded.unfold(purge.sources)
+        try await purge.run()
+      case var asyncCommand as any AsyncParsableCommand:
         try await asyncCommand.run()
-      } else {
+      default:
         try command.run()
       }
     } catch {
@@ -48,4 +64,7 @@ struct DarkroomCommand: AsyncParsableCommand {
 enum ExitStatus {
   static let inputsFailed = ExitCode(1)
   static let invalidPipeline = ExitCode(2)
+  /// A resource the run needs is held by another process (an image table another run has
+  /// open): trying again later can succeed (`EX_TEMPFAIL` of sysexits.h).
+  static let inUseElsewhere = ExitCode(75)
 }

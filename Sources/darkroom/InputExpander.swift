@@ -10,7 +10,7 @@ import Foundation
 ///
 /// Folders are read with `readdir(3)`, name by name as bytes: a name that is not valid UTF-8 (which
 /// Foundation would turn into another name, one that does not exist) is not taken but reported as
-/// a problem that says so. Hidden names (starting with `.`) are skipped, and symlinked folders are
+/// a problem that says so; so is a folder that cannot be read (no permission). Hidden names (starting with `.`) are skipped, and symlinked folders are
 /// not descended into with `--recursive` (a loop cannot make the walk endless).
 struct InputExpander {
   var recursive: Bool
@@ -21,45 +21,6 @@ struct InputExpander {
   struct Problem: Sendable {
     var input: String
     var message: String
-  }
-
-  /// The largest input list read (64 MiB: about a million URLs).
-  static let maxListBytes = 64 << 20
-
-  /// Reads an input list: one URL or path per line, blank lines and `#` comments skipped; `-`
-  /// reads standard input. Only a regular file (or standard input) is read, and at most
-  /// ``maxListBytes`` of it: a device or a FIFO is refused instead of read for ever.
-  static func readList(_ path: String) throws -> [String] {
-    let data: Data
-    do {
-      data =
-        try path == "-"
-        ? BoundedFileReader.read(descriptor: 0, limit: maxListBytes) : BoundedFileReader.read(path, limit: maxListBytes)
-    } catch {
-      switch error {
-      case .tooLarge: throw ListError(description: "it is over \(maxListBytes >> 20) MiB; split it into several lists")
-      case .notRegular: throw ListError(description: "it is not a regular file (give a file, or - for standard input)")
-      case .system: throw ListError(description: error.description)
-      }
-    }
-    // Lines end at "\n" only (a "\r" before it is dropped): a file name may hold U+2028, U+0085,
-    // a vertical tab or a form feed, and splitting there would make one listed name two inputs.
-    // A NUL cannot be in a path: such a line is refused, not cut short.
-    var lines: [String] = []
-    for (number, raw) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
-      var bytes = raw
-      if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
-      if bytes.contains(0) {
-        throw ListError(description: "line \(number + 1) holds a NUL byte, which no path or URL can hold")
-      }
-      let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
-      if !line.isEmpty && !line.hasPrefix("#") { lines.append(line) }
-    }
-    return lines
-  }
-
-  struct ListError: Error, CustomStringConvertible {
-    var description: String
   }
 
   func expand(_ inputs: [String]) -> (sources: [ImageSource], problems: [Problem]) {
@@ -85,11 +46,21 @@ struct InputExpander {
     return (sources, problems)
   }
 
+  /// Why a folder cannot be listed (`errno` of `opendir`): counted as a failed input, never taken
+  /// for a folder that holds no images.
+  static func unreadableFolder(_ code: Int32) -> String {
+    let kind = code == EACCES || code == EPERM ? "accessDenied" : code == ENOENT ? "notFound" : "invalidInput"
+    return "\(kind): cannot read the folder: \(String(cString: strerror(code)))"
+  }
+
   static let notUTF8 = "invalidInput: the file name is not valid UTF-8, so it cannot be named exactly; rename it (convmv can)"
 
   /// Adds the image files of `folder` (and of its subfolders with `recursive`), sorted by name.
   private func walk(_ folder: String, depth: Int, into sources: inout [ImageSource], problems: inout [Problem]) {
-    guard let directory = opendir(folder) else { return }
+    guard let directory = opendir(folder) else {
+      problems.append(Problem(input: folder, message: Self.unreadableFolder(errno)))
+      return
+    }
     defer { closedir(directory) }
     var entries: [(name: String, isDirectory: Bool)] = []
     while let entry = readdir(directory) {

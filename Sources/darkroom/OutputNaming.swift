@@ -5,12 +5,17 @@ import Foundation
 /// How the runner names each input's outputs so that distinct inputs never share a file.
 ///
 /// `{name}` is an input's base name without its extension, cleaned (letters, digits, `-`, `_`
-/// and `.` kept, anything else `_`). When several inputs of one run would get the same `{name}`
-/// (compared without case, as some file systems do) — `a.jpg` and `a.png`, `x/a.jpg` and
-/// `y/a.jpg` with `--recursive`, `a b.jpg` and `a_b.jpg` — each of them is named with its own
-/// extension added (`a-jpg`, `a-png`) or, when that still leaves two alike, with the first 8 hex
-/// digits of a SHA-256 of its absolute path or URL (`a-3f9c1e07`); a name made so that still
-/// equals another input's gets a longer digest. An input given twice is run once.
+/// and `.` kept, anything else `_`). Before anything runs, every output name of the run is worked
+/// out from the templates of its `write` and `save` stages (``OutputPattern``), for every input
+/// and variant, compared without case (as some file systems do) and without the parts that
+/// depend on the image (`{ext}`, `{width}`…). Inputs whose outputs would meet — `a.jpg` and
+/// `a.png`, `x/a.jpg` and `y/a.jpg` with `--recursive`, `a b.jpg` and `a_b.jpg`, or under
+/// `{name}-{variant}` the input `a.jpg` in variant `b-c` and `a-b.png` in variant `c` — are each
+/// named with their own extension added (`a-jpg`, `a-png`) or, when that still leaves two alike,
+/// with the first 8 hex digits of a SHA-256 of their absolute path or URL (`a-3f9c1e07`); a name
+/// made so that still meets another input's gets a longer digest. The names depend only on the
+/// set of inputs and templates, never on which image finishes first. An input given twice is run
+/// once.
 enum OutputNaming {
   /// `sources` without repeats (the first of each kept, by request identity), and how many went.
   static func distinct(_ sources: [ImageSource]) -> (sources: [ImageSource], repeated: Int) {
@@ -19,40 +24,69 @@ enum OutputNaming {
     return (kept, sources.count - kept.count)
   }
 
-  /// `sources` with names that tell apart the inputs whose `{name}` would be alike.
-  static func disambiguated(_ sources: [ImageSource]) -> [ImageSource] {
+  /// `sources` with names that keep apart the outputs that `patterns` would make alike.
+  static func disambiguated(_ sources: [ImageSource], patterns: [OutputPattern] = [.plain]) -> [ImageSource] {
+    let patterns = Array(Set(patterns.filter(\.dependsOnName)))
+    func stems(_ name: String) -> Set<String> { Set(patterns.map { $0.stem(forName: name) }) }
     var result = sources
-    let natural = sources.map { $0.name.lowercased() }
-    var groups: [String: [Int]] = [:]
-    for (index, name) in natural.enumerated() { groups[name, default: []].append(index) }
-    var taken = Set(natural)
-    for (_, members) in groups where members.count > 1 {
-      let withExtension = members.map { sources[$0].name + "-" + OutputNaming.extensionOf(sources[$0]) }
-      let lowered = withExtension.map { $0.lowercased() }
-      let usable = Set(lowered).count == members.count && taken.isDisjoint(with: lowered)
+    // First, the inputs of each group whose outputs meet get their extensions, when that keeps
+    // them apart from each other and from every output name already in use.
+    var taken = Set<String>()
+    for source in sources { taken.formUnion(stems(source.name)) }
+    for members in meetings(result.map { stems($0.name) }) {
+      let withExtension = members.map { sources[$0].name + "-" + extensionOf(sources[$0]) }
+      let made = withExtension.map(stems)
+      let usable =
+        made.reduce(0) { $0 + $1.count } == made.reduce(into: Set<String>()) { $0.formUnion($1) }.count
+        && made.allSatisfy { taken.isDisjoint(with: $0) }
       for (position, index) in members.enumerated() {
-        let name =
+        result[index].name =
           usable ? withExtension[position] : sources[index].name + "-" + RequestDigest.hex(sources[index].identity, bytes: 4)
-        result[index].name = name
-        taken.insert(name.lowercased())
+        taken.formUnion(stems(result[index].name))
       }
     }
-    // A made name can still equal another input's own (`a-3f9c1e07.jpg` beside `a.jpg` and
-    // `a.png`): every name still shared gets a digest, longer each round, until none is.
+    // A made name can still meet another input's (`a-3f9c1e07.jpg` beside `a.jpg` and `a.png`):
+    // every input whose outputs still meet another's gets a digest, longer each round.
     var digestBytes = 4
     while digestBytes <= 32 {
-      var owners: [String: [Int]] = [:]
-      for (index, source) in result.enumerated() { owners[source.name.lowercased(), default: []].append(index) }
-      let shared = owners.values.filter { $0.count > 1 }
-      if shared.isEmpty { break }
-      for members in shared {
-        for index in members {
-          result[index].name = sources[index].name + "-" + RequestDigest.hex(sources[index].identity, bytes: digestBytes)
-        }
+      let groups = meetings(result.map { stems($0.name) })
+      if groups.isEmpty { break }
+      for index in groups.joined() {
+        result[index].name = sources[index].name + "-" + RequestDigest.hex(sources[index].identity, bytes: digestBytes)
       }
       digestBytes *= 2
     }
     return result
+  }
+
+  /// The groups of inputs (by index) whose output names meet, directly or through others: each
+  /// group in ascending order, the groups in the order of their first member.
+  static func meetings(_ stems: [Set<String>]) -> [[Int]] {
+    var owner: [String: Int] = [:]
+    var parent = Array(stems.indices)  // a union-find forest over the inputs
+    func root(_ index: Int) -> Int {
+      var index = index
+      while parent[index] != index {
+        parent[index] = parent[parent[index]]
+        index = parent[index]
+      }
+      return index
+    }
+    var meeting = Set<Int>()
+    for (index, names) in stems.enumerated() {
+      for name in names {
+        guard let other = owner[name] else {
+          owner[name] = index
+          continue
+        }
+        parent[root(index)] = root(other)
+        meeting.insert(index)
+        meeting.insert(other)
+      }
+    }
+    var groups: [Int: [Int]] = [:]
+    for index in meeting.sorted() { groups[root(index), default: []].append(index) }
+    return groups.values.sorted { $0[0] < $1[0] }
   }
 
   /// The source's own extension, cleaned, or `noext`.
@@ -65,5 +99,48 @@ enum OutputNaming {
     }
     let cleaned = ext.lowercased().filter { $0.isLetter || $0.isNumber }
     return cleaned.isEmpty ? "noext" : String(cleaned.prefix(8))
+  }
+}
+
+/// One way the run names output files: a `write` or `save` stage's directory and template, with
+/// the pipeline and variant it runs in.
+struct OutputPattern: Hashable {
+  var directory: String
+  var template: String
+  var pipeline: String
+  var variant: String?
+
+  /// The bare `{name}`: what the naming compares when no templates are known.
+  static let plain = OutputPattern(directory: "", template: "{name}", pipeline: "", variant: nil)
+
+  /// The placeholders whose values come from the image, not from the input or the variant.
+  static let imagePlaceholders = ["{width}", "{height}", "{format}", "{ext}"]
+
+  /// Whether the output name changes with the input's name (a template without `{name}` maps
+  /// every input onto one file, which `OutputClaims` refuses for all but the first).
+  var dependsOnName: Bool { template.contains("{name}") }
+
+  /// The output path for an input named `name`, lowercased, with the parts that depend on the
+  /// image left out (so two inputs whose stems are equal may meet, and others never do).
+  func stem(forName name: String) -> String {
+    var text = template.replacingOccurrences(of: "{variant}", with: variant ?? pipeline)
+      .replacingOccurrences(of: "{pipeline}", with: pipeline)
+    for placeholder in Self.imagePlaceholders { text = text.replacingOccurrences(of: placeholder, with: "") }
+    return (directory + "/" + text.replacingOccurrences(of: "{name}", with: name)).lowercased()
+  }
+
+  /// The patterns of every `write` and `save` stage in `graphs` (one per variant).
+  static func all(in graphs: [(graph: StageGraph, variant: String?)]) -> [OutputPattern] {
+    graphs.flatMap { graph, variant in
+      graph.stages.compactMap { stage -> OutputPattern? in
+        if let writer = stage.base as? Writer {
+          return OutputPattern(directory: writer.directory, template: writer.template, pipeline: graph.name, variant: variant)
+        }
+        if let saver = stage.base as? BytesWriter {
+          return OutputPattern(directory: saver.directory, template: saver.template, pipeline: graph.name, variant: variant)
+        }
+        return nil
+      }
+    }
   }
 }

@@ -10,7 +10,9 @@ struct RunCommand: AsyncParsableCommand {
     discussion: """
       Outputs are written by the pipeline's "write" stage, or, when the pipeline ends with \
       "encode", into --output as {name}.{ext}. Exit status 0 when every input succeeded, 1 when \
-      any failed, 2 when the pipeline file is invalid.
+      any failed, 2 when the pipeline file is invalid, 64 when the command line or the input list \
+      is, 75 when an image table of the pipeline is locked by another process, 130 or 143 when \
+      stopped by SIGINT or SIGTERM.
       """)
 
   @Argument(help: "The pipeline JSON file.")
@@ -111,18 +113,17 @@ struct RunCommand: AsyncParsableCommand {
     return limits
   }
 
-  func run() async throws {
+  func run() async throws { try await run(signals: StopSignals()) }
+
+  /// Runs the batch. `signals` was installed as early as the process could: a SIGINT or SIGTERM
+  /// at any time after that (while the pipeline is loaded or the inputs are listed, too) stops
+  /// the run in order, with the summary.
+  func run(signals: StopSignals) async throws {
     // Every writer of the run records which input has which file: a template that maps two
     // inputs onto one file fails the second instead of overwriting the first.
     let claims = OutputClaims()
     let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, outputClaims: claims)
-    let set: PipelineSet
-    do {
-      set = try PipelineDefinition.loadSet(contentsOf: pipeline, registry: Darkroom.standardRegistry, context: context)
-    } catch {
-      Terminal.error("error: invalid pipeline: \(error.message)")
-      throw ExitStatus.invalidPipeline
-    }
+    let set = try PipelineFile.load(pipeline, context: context)
     // libvips starts here, on the main thread, before any work, when a stage needs it (a
     // fetch-only pipeline skips its ~80 ms of module loading). Starting it lazily on a pool thread
     // raced with the process's exit when the first image's operation timed out during the start:
@@ -140,7 +141,7 @@ struct RunCommand: AsyncParsableCommand {
     var listed: [String] = []
     if let inputList {
       do {
-        listed = try InputExpander.readList(inputList)
+        listed = try InputList.read(inputList)
       } catch {
         Terminal.error("error: cannot read the input list \(Terminal.printable(inputList)): \(error)")
         throw ExitCode.validationFailure
@@ -151,21 +152,63 @@ struct RunCommand: AsyncParsableCommand {
     defer { pressureMonitor.stop() }
     let expanded = InputExpander(recursive: recursive).expand(inputs + listed)
     for problem in expanded.problems { Terminal.error("failed: \(Terminal.printable(problem.input)): \(problem.message)") }
+    let graphs = try finalGraphs(set, claims: claims)
     let (distinct, repeated) = OutputNaming.distinct(expanded.sources)
-    let sources = OutputNaming.disambiguated(distinct)
+    let sources = OutputNaming.disambiguated(distinct, patterns: OutputPattern.all(in: graphs))
     if repeated > 0, !quiet {
       Terminal.error("note: \(repeated) input\(repeated == 1 ? " was" : "s were") given more than once; each is run once")
     }
-    if sources.isEmpty {
+    if sources.isEmpty, !signals.stopRequested {
       Terminal.error(
         expanded.problems.isEmpty
           ? "error: no inputs: the given folders hold no image files, or the input list is empty"
           : "error: no input can be run")
       throw ExitStatus.inputsFailed
     }
-    // A pipeline ending with "encode" (or only fetching) gets a default write stage: outputs land
-    // in --output as {name}.{ext}, or {name}-{variant}.{ext} for a pipeline with variants.
     var variants: [BatchRunner.Variant] = []
+    for (graph, name) in graphs {
+      do {
+        variants.append(BatchRunner.Variant(name: name, pipeline: try Pipeline(graph)))
+      } catch {
+        Terminal.error("error: \(error.message)")
+        throw ExitStatus.invalidPipeline
+      }
+    }
+    let cpuJobs = jobs ?? ProcessInfo.processInfo.activeProcessorCount
+    // Downloads run ahead of the CPU work only when there is something to download: local files
+    // in flight beyond --jobs would only hold memory.
+    let remote = sources.contains { source in
+      if case .url(let url) = source.location { return ["http", "https"].contains(url.scheme?.lowercased() ?? "") }
+      return false
+    }
+    // The curl loop (and OpenSSL) start only when something is to be downloaded.
+    if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
+    let runner = BatchRunner(
+      variants: variants, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
+      timeout: Bounds.duration(timeout), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
+      showProgress: !quiet && Terminal.stderrIsTerminal)
+    // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
+    // cancelled; the summary says what was done, failed, cancelled and not started.
+    var report = await runner.run(sources, signals: signals)
+    report.failed += expanded.problems.count
+    if let status = signals.exitStatus {
+      AtomicFile.removeTemporaries()
+      if !signals.cancelRequested { await Notifiers.shared.closeAll() }
+      if !quiet { Terminal.error(report.summary) }
+      throw ExitCode(status)
+    }
+    signals.stop()
+    // Notify stages' sinks deliver what they still hold (a webhook's retries) before exiting.
+    await Notifiers.shared.closeAll()
+    if !quiet { Terminal.error(report.summary) }
+    if report.failed > 0 { throw ExitStatus.inputsFailed }
+  }
+
+  /// Each variant's graph as it runs. A pipeline ending with "encode" (or only fetching) gets a
+  /// default write stage: outputs land in --output as {name}.{ext}, or {name}-{variant}.{ext} for
+  /// a pipeline with variants.
+  func finalGraphs(_ set: PipelineSet, claims: OutputClaims) throws -> [(graph: StageGraph, variant: String?)] {
+    var graphs: [(graph: StageGraph, variant: String?)] = []
     for variant in set.variants {
       var graph = noFusion ? variant.graph.fusion(false) : variant.graph
       let template = variant.name == nil ? Writer.defaultTemplate : "{name}-{variant}.{ext}"
@@ -187,41 +230,8 @@ struct RunCommand: AsyncParsableCommand {
           throw ExitStatus.invalidPipeline
         }
       }
-      do {
-        variants.append(BatchRunner.Variant(name: variant.name, pipeline: try Pipeline(graph)))
-      } catch {
-        Terminal.error("error: \(error.message)")
-        throw ExitStatus.invalidPipeline
-      }
+      graphs.append((graph, variant.name))
     }
-    let cpuJobs = jobs ?? ProcessInfo.processInfo.activeProcessorCount
-    // Downloads run ahead of the CPU work only when there is something to download: local files
-    // in flight beyond --jobs would only hold memory.
-    let remote = sources.contains { source in
-      if case .url(let url) = source.location { return ["http", "https"].contains(url.scheme?.lowercased() ?? "") }
-      return false
-    }
-    // The curl loop (and OpenSSL) start only when something is to be downloaded.
-    if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
-    let runner = BatchRunner(
-      variants: variants, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
-      timeout: Bounds.duration(timeout), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
-      showProgress: !quiet && Terminal.stderrIsTerminal)
-    // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
-    // cancelled; the summary says what was done, failed, cancelled and not started.
-    let signals = StopSignals()
-    var report = await runner.run(sources, signals: signals)
-    report.failed += expanded.problems.count
-    if let status = signals.exitStatus {
-      AtomicFile.removeTemporaries()
-      if !signals.cancelRequested { await Notifiers.shared.closeAll() }
-      if !quiet { Terminal.error(report.summary) }
-      throw ExitCode(status)
-    }
-    signals.stop()
-    // Notify stages' sinks deliver what they still hold (a webhook's retries) before exiting.
-    await Notifiers.shared.closeAll()
-    if !quiet { Terminal.error(report.summary) }
-    if report.failed > 0 { throw ExitStatus.inputsFailed }
+    return graphs
   }
 }

@@ -59,7 +59,7 @@ struct ImageTableHardeningTests {
     for attempt in 0... {
       do {
         return try ImageTable(directory: directory, format: format, resetOnMismatch: reset)
-      } catch let error as PipelineError where error.message.contains("in use") && attempt < 100 {
+      } catch let error as PipelineError where error.code == .cacheInUse && attempt < 100 {
         usleep(10_000)
       }
     }
@@ -428,7 +428,9 @@ struct ImageTableFullDiskTests {
         let size = ImageTable.fileSize(for: format)
         #expect(truncate(table.fileURL.path, off_t(size - format.slotBytes)) == 0)
         #expect(truncate(table.fileURL.path, off_t(size)) == 0)
-        let filler = open(directory + "/filler", O_CREAT | O_WRONLY, 0o644)
+        // Close-on-exec: a runner spawned by a test running alongside would keep it open (and the space
+        // taken) after the unlink.
+        let filler = open(directory + "/filler", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
         let chunk = [UInt8](repeating: 7, count: 65536)
         while chunk.withUnsafeBytes({ write(filler, $0.baseAddress, $0.count) }) > 0 {}
         close(filler)

@@ -99,7 +99,7 @@ struct ImageTableTests {
       _ = table.retrieve("a")
       #expect {
         _ = try ImageTable(directory: directory, format: format(maxCount: 3))
-      } throws: { ($0 as? PipelineError)?.code == .cacheUnavailable }
+      } throws: { ($0 as? PipelineError)?.code == .cacheInUse }
     }
     let reopened = try ImageTable(directory: directory, format: format(maxCount: 3))
     #expect(reopened.count == 3)

@@ -126,66 +126,6 @@ enum Shell {
   }
 }
 
-/// The runner started with its stdout read line by line as it comes, so a test can act on an
-/// event (send a signal after the first image finished) instead of sleeping.
-final class StreamingChild: @unchecked Sendable {
-  let process = Process()
-  private let out = Pipe()
-  private let err = Pipe()
-  private let lines = Locked<[String]>([])
-  private let ended = Locked<Bool>(false)
-  private let arrived = DispatchSemaphore(value: 0)
-  private let outDone = DispatchSemaphore(value: 0)
-  private let errData = Locked<Data>(Data())
-  private let errDone = DispatchSemaphore(value: 0)
-
-  static func start(_ arguments: [String]) throws -> StreamingChild {
-    let child = StreamingChild()
-    child.process.executableURL = URL(fileURLWithPath: Runner.executable)
-    child.process.arguments = arguments
-    child.process.currentDirectoryURL = Runner.package
-    child.process.standardOutput = child.out
-    child.process.standardError = child.err
-    try child.process.run()
-    Thread { [child] in
-      var pending = Data()
-      while true {
-        let chunk = child.out.fileHandleForReading.availableData
-        if chunk.isEmpty { break }
-        pending.append(chunk)
-        while let newline = pending.firstIndex(of: 0x0A) {
-          let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-          pending.removeSubrange(pending.startIndex...newline)
-          child.lines.set(child.lines.value + [line])
-          child.arrived.signal()
-        }
-      }
-      child.ended.set(true)
-      child.arrived.signal()
-      child.outDone.signal()
-    }.start()
-    Thread { [child] in
-      child.errData.set(child.err.fileHandleForReading.readDataToEndOfFile())
-      child.errDone.signal()
-    }.start()
-    return child
-  }
-
-  /// Waits until a line satisfying `predicate` has arrived (or the output ended).
-  func waitForLine(_ predicate: (String) -> Bool) {
-    while !lines.value.contains(where: predicate) && !ended.value { arrived.wait() }
-  }
-
-  func finish() -> Runner.Result {
-    outDone.wait()
-    errDone.wait()
-    process.waitUntilExit()
-    return Runner.Result(
-      status: process.terminationStatus, stdout: lines.value.joined(separator: "\n"),
-      stderr: String(decoding: errData.value, as: UTF8.self))
-  }
-}
-
 extension RunnerBoundaryTests {
   @Test("the time limit holds for a source with many variants: all of them end by it, not one after another")
   func variantsKeepTheTimeLimit() throws {

@@ -132,7 +132,9 @@ final class ImageTableFile: @unchecked Sendable {
   private func setUp(recreateOnMismatch: Bool) throws {
     guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
       throw PipelineError(
-        .cacheUnavailable, "the image table \(path) is in use by another process (or another open table in this one)")
+        .cacheInUse,
+        "the image table \(path) is locked by another process (another run has it open, or another open table in this one)"
+      )
     }
     var status = stat()
     guard fstat(descriptor, &status) == 0 else { throw Self.failure(.cacheUnavailable, "cannot read the size of \(path)") }

@@ -19,29 +19,59 @@ package enum BoundedFileReader {
 
   /// The bytes of the regular file at `path`, at most `limit` of them.
   package static func read(_ path: String, limit: Int) throws(Failure) -> Data {
+    let descriptor = try openRegularFile(path)
+    defer { close(descriptor) }
+    return try read(descriptor: descriptor, limit: limit)
+  }
+
+  /// Opens the regular file at `path` for blocking reads (the open itself never blocks, and a
+  /// FIFO or a device is refused); the caller closes the descriptor.
+  package static func openRegularFile(_ path: String) throws(Failure) -> Int32 {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     guard descriptor >= 0 else { throw .system(errno) }
-    defer { close(descriptor) }
     var status = stat()
-    guard fstat(descriptor, &status) == 0 else { throw .system(errno) }
-    guard status.st_mode & S_IFMT == S_IFREG else { throw .notRegular }
+    guard fstat(descriptor, &status) == 0 else {
+      let code = errno
+      close(descriptor)
+      throw .system(code)
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else {
+      close(descriptor)
+      throw .notRegular
+    }
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
-    return try read(descriptor: descriptor, limit: limit)
+    return descriptor
   }
 
   /// Reads `descriptor` to its end (standard input, say), at most `limit` bytes.
   package static func read(descriptor: Int32, limit: Int) throws(Failure) -> Data {
     var data = Data()
+    try readChunks(descriptor: descriptor, limit: limit) { chunk in
+      data.append(contentsOf: chunk)
+      return true
+    }
+    return data
+  }
+
+  /// Reads `descriptor` to its end in chunks of at most 64 KiB, handing each to `body` as it
+  /// arrives, so nothing but the chunk is held; `body` returns `false` to stop reading. More than
+  /// `limit` bytes in all is `tooLarge` (what came before was handed over).
+  package static func readChunks(
+    descriptor: Int32, limit: Int, _ body: (UnsafeRawBufferPointer) -> Bool
+  ) throws(Failure) {
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    var total = 0
     while true {
       let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
       if count < 0 {
         if errno == EINTR { continue }
         throw .system(errno)
       }
-      if count == 0 { return data }
-      data.append(contentsOf: chunk[0..<count])
-      if data.count > limit { throw .tooLarge }
+      if count == 0 { return }
+      total += count
+      if total > limit { throw .tooLarge }
+      let goOn = chunk.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+      if !goOn { return }
     }
   }
 }

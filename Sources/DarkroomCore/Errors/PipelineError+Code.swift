@@ -51,8 +51,11 @@ extension PipelineError {
     public static let cacheFailed = Self("cacheFailed")
     /// A cache entry failed its checksum or could not be read back; it is treated as a miss.
     public static let cacheCorrupt = Self("cacheCorrupt")
-    /// A cache store cannot be opened or used (locked by another process, wrong format, read-only).
+    /// A cache store cannot be opened or used (wrong format, damaged, read-only).
     public static let cacheUnavailable = Self("cacheUnavailable")
+    /// A cache store is locked by another process (an image table another run has open); opening
+    /// it again once that process has ended can succeed.
+    public static let cacheInUse = Self("cacheInUse")
     /// The operation or a stage ran out of time.
     public static let timedOut = Self("timedOut")
     /// The operation was cancelled.

@@ -1,0 +1,28 @@
+import ArgumentParser
+import Darkroom
+
+/// Loads a pipeline file for a command that runs it or opens its caches, and says on stderr why
+/// it cannot be loaded.
+enum PipelineFile {
+  /// The pipeline set in `path`, its stages built in `context`.
+  ///
+  /// Fails with exit status 2 (``ExitStatus/invalidPipeline``) for a file that is invalid, and
+  /// with 75 (``ExitStatus/inUseElsewhere``) when the file is fine but a cache store it names is
+  /// locked by another process (an image table another run has open): that run ending is all it
+  /// takes, so it is not called an invalid pipeline.
+  static func load(_ path: String, context: StageBuildContext) throws(ExitCode) -> PipelineSet {
+    do {
+      return try PipelineDefinition.loadSet(contentsOf: path, registry: Darkroom.standardRegistry, context: context)
+    } catch {
+      let codes = error.issues.isEmpty ? [error.code] : error.issues.map(\.code)
+      if codes.allSatisfy({ $0 == .cacheInUse }) {
+        Terminal.error(
+          "error: cannot open a cache: \(error.message); "
+            + "try again once that process has ended, or give this run another --cache-dir")
+        throw ExitStatus.inUseElsewhere
+      }
+      Terminal.error("error: invalid pipeline: \(error.message)")
+      throw ExitStatus.invalidPipeline
+    }
+  }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+
+/// `--input-list`: read as it streams in, one line at a time.
+@Suite("Input lists", .serialized, .timeLimit(.minutes(3)))
+struct InputListTests {
+  static let pipeline = "Examples/pipelines/thumbnail.json"
+
+  @Test("a line of up to 64 KiB is an input; a longer one is refused (exit 64) naming its line number")
+  func lineLimit() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let list = folder + "/list.txt"
+    func listed(_ lines: [Data]) throws -> Runner.Result {
+      try Data(lines.joined()).write(to: URL(fileURLWithPath: list))
+      return try Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
+    }
+    let image = Data("Examples/images/rings.png\n".utf8)
+    // 65,536 bytes and a CRLF: taken as a name (too long for a file, so that input fails).
+    let longest = Data(repeating: UInt8(ascii: "x"), count: 65_536) + Data("\r\n".utf8)
+    let taken = try listed([image, longest])
+    #expect(taken.status == 1, "\(taken.stderr)")
+    #expect(taken.stderr.contains("done 1, failed 1"), "\(taken.stderr)")
+    let over = Data(repeating: UInt8(ascii: "x"), count: 65_537) + Data("\n".utf8)
+    let refused = try listed([image, image, over])
+    #expect(refused.status == 64, "\(refused.stderr)")
+    #expect(refused.stderr.contains("line 3 is longer than 65536 bytes"), "\(refused.stderr)")
+    // One 60 MB line, without a line feed at its end.
+    let huge = try listed([image, Data(repeating: UInt8(ascii: "x"), count: 60_000_000)])
+    #expect(huge.status == 64 && huge.stderr.contains("line 2 is longer than 65536 bytes"), "\(huge.stderr)")
+  }
+
+  @Test("a 60 MB line on standard input is refused as it streams in: the runner ends before the line has arrived")
+  func longLineStreamed() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let child = try StreamingChild.start(
+      ["run", Self.pipeline, "--input-list", "-", "--output", folder + "/out"], feedingInput: true)
+    let line = Data("Examples/images/rings.png\n".utf8) + Data(repeating: UInt8(ascii: "x"), count: 60_000_000)
+    let (sent, error) = child.send(line)
+    let result = child.finish()
+    #expect(result.status == 64, "\(result.stderr)")
+    #expect(result.stderr.contains("line 2 is longer than 65536 bytes"), "\(result.stderr)")
+    // The runner stopped reading after 64 KiB of the line and went away: the rest could not be
+    // sent (what was sent is that, plus what the socket buffers held).
+    #expect(error != nil, "all \(sent) bytes were read")
+    #expect(sent < line.count / 4, "\(sent) bytes sent")
+  }
+}
