@@ -30,6 +30,20 @@ struct HeldImageTests {
     #expect(decodeError(honest, "honest.avif")?.code != .imageTooLarge)
   }
 
+  @Test("a HEIC whose HEVC sequence parameter set declares more than its ispe is judged by the SPS", arguments: [false, true])
+  func heicSequenceParameterSet(inData: Bool) throws {
+    let lying = HostileFiles.heic(ispe: (64, 48), sps: (65272, 8707), inData: inData)
+    let declared = try #require(HEIFDeclaration(ImageBytes(lying)))
+    #expect(declared.width == 65272 && declared.height == 8707 && declared.fromSequenceHeader)
+    #expect(declared.planeSamplesPerPixel == 1.5 && declared.bitDepth == 8)
+    let error = decodeError(lying, "lying.heic")
+    #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
+    #expect(error?.message.contains("65272×8707") == true, "\(String(describing: error))")
+    let honest = HostileFiles.heic(ispe: (64, 48), sps: (64, 48), inData: inData)
+    #expect(HEIFDeclaration(ImageBytes(honest)).map { $0.width == 64 && $0.height == 48 } == true)
+    #expect(decodeError(honest, "honest.heic")?.code != .imageTooLarge)
+  }
+
   @Test("a decoy idat box cannot hide the sequence header of an item stored in meta's idat")
   func avifDecoyIDAT() throws {
     let lying = HostileFiles.avif(ispe: (64, 48), sequence: (65272, 8707), inIDAT: true)

@@ -113,3 +113,67 @@ extension HostileFiles {
     return (control, chunks)
   }
 }
+
+/// HEIC containers built byte by byte.
+extension HostileFiles {
+  /// A minimal HEIC: one `hvc1` item whose `ispe` says `ispe`, with an HEVC sequence parameter set
+  /// declaring `sps` in the `hvcC` configuration, or in the item's data when `inData`. No picture
+  /// follows: only the headers are real.
+  static func heic(ispe: (Int, Int), sps: (Int, Int), inData: Bool = false) -> Data {
+    let unit = spsNAL(width: sps.0, height: sps.1)
+    let delimiter = Data([0x46, 0x01, 0x50])  // an access unit delimiter
+    var configuration = Data([1, 0x01, 0x60, 0, 0, 0, 0x90, 0, 0, 0, 0, 0, 90, 0xF0, 0x00, 0xFC, 0xFD, 0xF8, 0xF8, 0, 0, 0x0F])
+    configuration.append(inData ? 0 : 1)
+    if !inData { configuration += Data([0xA1]) + be16(1) + be16(unit.count) + unit }
+    let itemData = be32(delimiter.count) + delimiter + (inData ? be32(unit.count) + unit : Data())
+    let ftyp = box("ftyp", Data("heic".utf8) + be32(0) + Data("mif1heic".utf8))
+    func meta(itemOffset: Int) -> Data {
+      let hdlr = fullBox("hdlr", be32(0) + Data("pict".utf8) + Data(count: 12) + Data([0]))
+      let pitm = fullBox("pitm", be16(1))
+      let infe = fullBox("infe", be16(1) + be16(0) + Data("hvc1".utf8) + Data([0]), version: 2)
+      let iinf = fullBox("iinf", be16(1) + infe)
+      let iloc = fullBox(
+        "iloc", Data([0x44, 0x00]) + be16(1) + be16(1) + be16(0) + be16(1) + be32(itemOffset) + be32(itemData.count))
+      let ipco = box("ipco", fullBox("ispe", be32(ispe.0) + be32(ispe.1)) + box("hvcC", configuration))
+      let ipma = fullBox("ipma", be32(1) + be16(1) + Data([2, 0x81, 0x82]))
+      return fullBox("meta", hdlr + pitm + iinf + iloc + box("iprp", ipco + ipma))
+    }
+    let withoutOffset = ftyp + meta(itemOffset: 0)
+    return ftyp + meta(itemOffset: withoutOffset.count + 8) + box("mdat", itemData)
+  }
+
+  /// An HEVC sequence parameter set NAL unit (Main profile, 4:2:0) of `width`×`height`, with
+  /// emulation-prevention bytes where its payload needs them.
+  static func spsNAL(width: Int, height: Int) -> Data {
+    var bits: [Bool] = []
+    func put(_ value: Int, _ count: Int) { for shift in (0..<count).reversed() { bits.append((value >> shift) & 1 == 1) } }
+    func golomb(_ value: Int) {
+      let code = value + 1
+      let length = Int.bitWidth - code.leadingZeroBitCount
+      put(0, length - 1)
+      put(code, length)
+    }
+    put(0, 4)  // sps_video_parameter_set_id
+    put(0, 3)  // sps_max_sub_layers_minus1
+    put(1, 1)  // sps_temporal_id_nesting_flag
+    put(0b0000_0001, 8)  // profile space, tier, Main profile
+    put(0x6000_0000, 32)  // compatibility flags
+    put(0b1001, 4)  // progressive, interlaced, non-packed, frame-only
+    put(0, 44)  // constraint flags
+    put(90, 8)  // general_level_idc
+    golomb(0)  // sps_seq_parameter_set_id
+    golomb(1)  // chroma_format_idc: 4:2:0
+    golomb(width)
+    golomb(height)
+    put(1, 1)  // the rest cut short: stop bit
+    while bits.count % 8 != 0 { bits.append(false) }
+    var payload: [UInt8] = []
+    for start in stride(from: 0, to: bits.count, by: 8) {
+      let byte = bits[start..<start + 8].enumerated().reduce(UInt8(0)) { $0 | ($1.element ? 0x80 >> UInt8($1.offset) : 0) }
+      // Emulation prevention: no 00 00 followed by 00–03 inside a NAL unit.
+      if payload.count >= 2, payload[payload.count - 1] == 0, payload[payload.count - 2] == 0, byte <= 3 { payload.append(3) }
+      payload.append(byte)
+    }
+    return Data([0x42, 0x01] + payload)
+  }
+}

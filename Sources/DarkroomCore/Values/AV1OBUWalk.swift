@@ -5,41 +5,30 @@
 /// header's first bytes, which are parsed bit by bit (AV1 specification, 5.5). Any read past the
 /// data ends the walk: the decoder names the damage.
 struct AV1OBUWalk {
-  private let bytes: SafeBytes
-  private let ranges: [Range<Int>]
-  private let total: Int
-  private var logical = 0
-  private var rangeIndex = 0
-  private var rangeStart = 0
+  private var data: ItemDataCursor
 
-  init(bytes: SafeBytes, ranges: [Range<Int>]) {
-    self.bytes = bytes
-    self.ranges = ranges.filter { !$0.isEmpty }
-    total = self.ranges.reduce(0) { $0 + $1.count }
-  }
+  init(bytes: SafeBytes, ranges: [Range<Int>]) { data = ItemDataCursor(bytes: bytes, ranges: ranges) }
 
   /// The next sequence header's largest frame size, or `nil` when the data ends or `budget` (OBU
   /// headers, shared by every walk of a file) runs out.
   mutating func nextSequenceHeaderSize(budget: inout Int) -> (width: Int, height: Int)? {
-    while logical < total {
+    while !data.atEnd {
       budget -= 1
-      guard budget >= 0, let header = next() else { return nil }
+      guard budget >= 0, let header = data.next() else { return nil }
       let type = (header >> 3) & 0x0F
-      if header & 0x04 != 0 { guard next() != nil else { return nil } }  // extension header
-      var size = total - logical
+      if header & 0x04 != 0 { guard data.next() != nil else { return nil } }  // extension header
+      var size = data.remaining
       if header & 0x02 != 0 {
-        guard let declared = leb128(), declared <= UInt64(total - logical) else { return nil }
+        guard let declared = leb128(), declared <= UInt64(data.remaining) else { return nil }
         size = Int(declared)
       }
-      let payloadEnd = logical + size
+      let payloadEnd = data.position + size
       if type == 1 {
-        var payload: [UInt8] = []
-        payload.reserveCapacity(min(size, 1_024))
-        while logical < payloadEnd, payload.count < 1_024, let byte = next() { payload.append(byte) }
-        skip(to: payloadEnd)
+        let payload = data.read(min(size, 1_024))
+        data.skip(to: payloadEnd)
         if let frame = AV1SequenceHeader.maxFrameSize(payload) { return frame }
       } else {
-        skip(to: payloadEnd)
+        data.skip(to: payloadEnd)
       }
     }
     return nil
@@ -48,28 +37,12 @@ struct AV1OBUWalk {
   private mutating func leb128() -> UInt64? {
     var value: UInt64 = 0
     for index in 0..<8 {
-      guard let byte = next() else { return nil }
+      guard let byte = data.next() else { return nil }
       value |= UInt64(byte & 0x7F) << (7 * UInt64(index))
       if byte & 0x80 == 0 { return value }
     }
     return value
   }
-
-  /// The byte at the logical position, advancing it.
-  private mutating func next() -> UInt8? {
-    while rangeIndex < ranges.count, logical - rangeStart >= ranges[rangeIndex].count {
-      rangeStart += ranges[rangeIndex].count
-      rangeIndex += 1
-    }
-    guard rangeIndex < ranges.count, let byte = bytes.byte(ranges[rangeIndex].lowerBound + logical - rangeStart) else {
-      logical = total
-      return nil
-    }
-    logical += 1
-    return byte
-  }
-
-  private mutating func skip(to position: Int) { logical = min(max(logical, position), total) }
 }
 
 /// Reads `max_frame_width_minus_1` and `max_frame_height_minus_1` from an AV1 sequence header

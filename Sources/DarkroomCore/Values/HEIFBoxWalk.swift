@@ -1,11 +1,11 @@
 /// Walks the ISO-BMFF boxes of a HEIF/AVIF file that say what its decoder will allocate: `ispe`
-/// sizes, `av1C` configurations (with their configuration OBUs), and, through `iinf` and `iloc`,
-/// the data of every `av01` item, whose OBUs are searched for sequence headers.
+/// sizes, `av1C` and `hvcC` configurations (with their OBUs or parameter sets), and, through `iinf`
+/// and `iloc`, the data of every `av01` and `hvc1` item, searched for sequence headers.
 ///
 /// Only `meta`, `iinf`, `iprp` and `ipco` are descended into, so nesting is at most four deep, and
 /// item data is walked OBU header by OBU header (payloads are skipped, not read). The work has
-/// fixed budgets, whatever the file's size: 65,536 boxes, 4,096 `iloc` extents and `av01` items
-/// in all, 65,536 OBU headers in all (a real file has a few dozen of each). A file over a budget
+/// fixed budgets, whatever the file's size: 65,536 boxes, 4,096 `iloc` extents and coded items
+/// in all, 65,536 OBU or NAL headers in all (a real file has a few dozen of each). A file over a budget
 /// is ``exceededBudget``: the decoder refuses it rather than judge it by what was read.
 struct HEIFBoxWalk {
   private let bytes: SafeBytes
@@ -14,6 +14,9 @@ struct HEIFBoxWalk {
   private var bitDepth = 0
   private var planeSamples = 0.0
   private var av1Items: Set<UInt32> = []
+  private var hevcItems: Set<UInt32> = []
+  /// The NAL length sizes the `hvcC` configurations give (an `hvc1` item's data is walked with each).
+  private var nalLengthSizes: Set<Int> = []
   private var extents: [UInt32: [ItemExtent]] = [:]
   /// Every `idat` directly in `meta` (libheif reads the first; all are searched).
   private var idats: [Range<Int>] = []
@@ -39,14 +42,24 @@ struct HEIFBoxWalk {
 
   mutating func run() {
     walk(0..<bytes.count, depth: 0, parent: 0)
-    for item in av1Items.sorted() where !exceededBudget {
+    for item in av1Items.union(hevcItems).sorted() where !exceededBudget {
       guard let parts = extents[item] else { continue }
       // Data in `idat` is searched in every candidate box, each as its own stream.
       let alternatives = parts.contains(where: \.inIDAT) ? max(1, idats.count) : 1
       for alternative in 0..<alternatives where !exceededBudget {
-        walkOBUs(parts.compactMap { fileRange($0, idat: alternative) })
+        let ranges = parts.compactMap { fileRange($0, idat: alternative) }
+        if av1Items.contains(item) { walkOBUs(ranges) }
+        if hevcItems.contains(item) {
+          for lengthSize in (nalLengthSizes.isEmpty ? [4] : nalLengthSizes.sorted()) { walkNALs(ranges, lengthSize: lengthSize) }
+        }
       }
     }
+  }
+
+  private mutating func walkNALs(_ ranges: [Range<Int>], lengthSize: Int) {
+    var units = HEVCNALWalk(bytes: bytes, ranges: ranges, lengthSize: lengthSize)
+    while let size = units.nextPictureSize(budget: &obuBudget) { sequenceSizes.append(size) }
+    if obuBudget <= 0 { exceededBudget = true }
   }
 
   private mutating func walkOBUs(_ ranges: [Range<Int>]) {
@@ -115,6 +128,7 @@ struct HEIFBoxWalk {
         sizes.append((width, height))
       }
     case UInt32(fourCC: "av1C"): readAV1Configuration(body)
+    case UInt32(fourCC: "hvcC"): readHEVCConfiguration(body)
     case UInt32(fourCC: "iloc"): readItemLocations(body)
     case UInt32(fourCC: "idat") where parent == UInt32(fourCC: "meta"):
       if idats.count < Self.maxIDATs { idats.append(body) } else { exceededBudget = true }
@@ -129,9 +143,9 @@ struct HEIFBoxWalk {
     guard let id = bytes.number(body.lowerBound + 4, length: idLength),
       let type = bytes.fourCC(body.lowerBound + 4 + idLength + 2)
     else { return }
-    guard type == UInt32(fourCC: "av01") else { return }
-    av1Items.insert(UInt32(truncatingIfNeeded: id))
-    if av1Items.count > Self.maxExtents { exceededBudget = true }
+    if type == UInt32(fourCC: "av01") { av1Items.insert(UInt32(truncatingIfNeeded: id)) }
+    if type == UInt32(fourCC: "hvc1") { hevcItems.insert(UInt32(truncatingIfNeeded: id)) }
+    if av1Items.count + hevcItems.count > Self.maxExtents { exceededBudget = true }
   }
 
   /// `av1C`: marker and version, profile and level, then the sample layout, then config OBUs.
@@ -146,6 +160,33 @@ struct HEIFBoxWalk {
     let chroma = monochrome ? 0 : 2.0 / Double((subsampledX ? 2 : 1) * (subsampledY ? 2 : 1))
     planeSamples = max(planeSamples, 1 + chroma)
     walkOBUs([min(body.lowerBound + 4, body.upperBound)..<body.upperBound])
+  }
+
+  /// `hvcC`: the sample layout (bytes 16–18), the NAL length size (byte 21), then arrays of
+  /// parameter-set NAL units, whose sequence parameter sets declare the picture size.
+  private mutating func readHEVCConfiguration(_ body: Range<Int>) {
+    let start = body.lowerBound
+    guard let chroma = bytes.byte(start + 16), let luma = bytes.byte(start + 17), let chromaDepth = bytes.byte(start + 18),
+      let lengths = bytes.byte(start + 21), let arrays = bytes.byte(start + 22)
+    else { return }
+    bitDepth = max(bitDepth, 8 + Int(max(luma & 0x07, chromaDepth & 0x07)))
+    planeSamples = max(planeSamples, [1, 1.5, 2, 3][Int(chroma & 0x03)])
+    if lengths & 0x03 != 2 { nalLengthSizes.insert(Int(lengths & 0x03) + 1) }  // 3 bytes is not a valid size
+    var position = start + 23
+    for _ in 0..<arrays {
+      guard let count = bytes.int(position + 1, length: 2) else { return }
+      position += 3
+      for _ in 0..<count {
+        obuBudget -= 1
+        guard obuBudget >= 0, let length = bytes.int(position, length: 2) else {
+          if obuBudget < 0 { exceededBudget = true }
+          return
+        }
+        let unit = (0..<min(length, 1_024)).compactMap { bytes.byte(position + 2 + $0) }
+        if let size = HEVCSequenceParameterSet.pictureSize(unit) { sequenceSizes.append(size) }
+        position += 2 + length
+      }
+    }
   }
 
   /// `iloc` versions 0–2: each item's extents, with its base offset and construction method.

@@ -1,12 +1,14 @@
 /// What a HEIF or AVIF file declares about the images its decoder will allocate: the largest size
-/// found in its `ispe` properties and in the AV1 sequence headers of its AV1 items, and the
-/// deepest sample layout of their `av1C` configurations.
+/// found in its `ispe` properties, in the AV1 sequence headers of its `av01` items and in the HEVC
+/// sequence parameter sets of its `hvc1` items, and the deepest sample layout of their `av1C` or
+/// `hvcC` configurations.
 ///
-/// libheif checks only `ispe`, but the AV1 decoder allocates frames at the size of the sequence
-/// header it is handed (the `av1C` configuration OBUs, then the item's own OBUs). A file whose
-/// `ispe` says 64×48 while its sequence header says 65272×8707 made the decoder allocate 1.75 GB,
-/// so both are read, and the largest counts. Every read is bounds-checked: a damaged file gives a
-/// smaller declaration (the decoder then names the damage), never a trap.
+/// libheif checks only `ispe`, but the decoder allocates frames at the size of the headers it is
+/// handed (the configuration's OBUs or parameter sets, then the item's own data). A file whose
+/// `ispe` says 64×48 while its sequence header says 65272×8707 made the AV1 decoder allocate
+/// 1.75 GB, so all are read, and the largest counts. Every read is bounds-checked and the walk
+/// has fixed budgets: a damaged file gives a smaller declaration (the decoder then names the
+/// damage), never a trap, and an overgrown one is ``exceededBudget``.
 ///
 /// ```swift
 /// if let declared = HEIFDeclaration(bytes) {
@@ -17,12 +19,12 @@ public struct HEIFDeclaration: Sendable, Equatable {
   /// The largest width × height declared anywhere (by area).
   public var width: Int
   public var height: Int
-  /// The largest bit depth of an AV1 configuration (8, 10 or 12; 8 when there is none).
+  /// The largest bit depth of an AV1 or HEVC configuration (8 when there is none).
   public var bitDepth: Int
-  /// The most samples per pixel an AV1 configuration's planes hold: 3 for 4:4:4, 2 for 4:2:2,
+  /// The most samples per pixel a configuration's planes hold: 3 for 4:4:4, 2 for 4:2:2,
   /// 1.5 for 4:2:0, 1 for monochrome (3 when there is no configuration).
   public var planeSamplesPerPixel: Double
-  /// Whether any size came from an AV1 sequence header (rather than `ispe` alone).
+  /// Whether any size came from an AV1 sequence header or HEVC parameter set (not `ispe` alone).
   public var fromSequenceHeader: Bool
   /// Whether the file holds more structure than the walk reads (over 65,536 boxes or OBUs, 4,096
   /// extents or items, 16 `idat` boxes): no real file does, and what was not read cannot be
@@ -31,7 +33,7 @@ public struct HEIFDeclaration: Sendable, Equatable {
 
   /// The walk's budgets, for messages.
   public static let limitsDescription =
-    "\(HEIFBoxWalk.maxBoxes) boxes, \(HEIFBoxWalk.maxExtents) item extents or AV1 items, \(HEIFBoxWalk.maxOBUs) OBUs or \(HEIFBoxWalk.maxIDATs) idat boxes"
+    "\(HEIFBoxWalk.maxBoxes) boxes, \(HEIFBoxWalk.maxExtents) item extents or coded items, \(HEIFBoxWalk.maxOBUs) OBUs or NAL units, or \(HEIFBoxWalk.maxIDATs) idat boxes"
 
   /// The bytes per pixel of the decoder's planes, before conversion to RGB.
   public var bytesPerDecodedPixel: Double { planeSamplesPerPixel * (bitDepth > 8 ? 2 : 1) }

@@ -79,7 +79,7 @@ extension Decoder {
   }
 
   /// Refuses, as `imageTooLarge`, an image inside ``maxPixels`` whose loader cannot stream it and
-  /// would hold more than ``maxHeldBytes(forMaxPixels:)``: an AVIF/HEIF (the AV1 decoder's planes,
+  /// would hold more than ``maxHeldBytes(forMaxPixels:)``: an AVIF/HEIF (the AV1 or HEVC decoder's planes,
   /// then libheif's RGB copies: twice both), an interlaced PNG (libpng reads every pass into one
   /// buffer: 1.5 times the image), a progressive or multi-scan JPEG (libjpeg's coefficient buffer,
   /// even with shrink-on-load). The factors are measured peak memory, rounded up.
@@ -97,7 +97,7 @@ extension Decoder {
       // Measured: 6.7–8.2 bytes a pixel for 8-bit 4:2:0 RGB (the AV1 decoder's picture, libheif's
       // conversion and its RGB copy), so twice the planes and the RGB image.
       held = Decoder.saturating(Double(max(pixels, area)) * 2 * (decoderBytes + Double(image.bytesPerPixel)))
-      why = "its decoder holds the whole image (the AV1 planes, then RGB copies)"
+      why = "its decoder holds the whole image (the decoded planes, then RGB copies)"
     case .png where Decoder.isInterlacedPNG(input.bytes):
       // Measured: 5.8 bytes a pixel for 8-bit RGBA (libpng's passes, then libvips' image).
       held = Decoder.saturating(Double(pixels) * Double(image.bytesPerPixel) * 1.5)
