@@ -15,13 +15,26 @@ extension HostileFiles {
     decoy: Data = Data([0x12, 0x00]), extraExtents: Int = 0
   ) -> Data {
     let header = sequenceHeaderOBU(width: sequence.0, height: sequence.1)
-    let configuration = Data([0x81, 0x1F, 0x0C, 0x00]) + (inConfiguration ? header : Data())
+    let configuration = box("av1C", Data([0x81, 0x1F, 0x0C, 0x00]) + (inConfiguration ? header : Data()))
     let itemData = inConfiguration ? Data([0x12, 0x00]) : header  // a temporal delimiter, or the header
-    let ftyp = box("ftyp", Data("avif".utf8) + be32(0) + Data("avifmif1miaf".utf8))
+    return heifFile(
+      brands: "avifavifmif1miaf", itemType: "av01", configuration: configuration, ispe: ispe, itemData: itemData,
+      inIDAT: inIDAT, decoy: decoy, extraExtents: extraExtents)
+  }
+
+  /// A HEIF file of one item of `itemType` (`ftyp` brands: the major one, then the compatible ones,
+  /// four letters each), with `ispe` and `configuration` as its properties and `itemData` in
+  /// `mdat`, or in `meta`'s `idat` followed by a decoy `idat` (see ``avif(ispe:sequence:inConfiguration:inIDAT:decoy:extraExtents:)``).
+  static func heifFile(
+    brands: String, itemType: String, configuration: Data, ispe: (Int, Int), itemData: Data, inIDAT: Bool = false,
+    decoy: Data = Data(), extraExtents: Int = 0
+  ) -> Data {
+    let brandBytes = Data(brands.utf8)
+    let ftyp = box("ftyp", brandBytes.prefix(4) + be32(0) + brandBytes.dropFirst(4))
     func meta(itemOffset: Int) -> Data {
       let hdlr = fullBox("hdlr", be32(0) + Data("pict".utf8) + Data(count: 12) + Data([0]))
       let pitm = fullBox("pitm", be16(1))
-      let infe = fullBox("infe", be16(1) + be16(0) + Data("av01".utf8) + Data([0]), version: 2)
+      let infe = fullBox("infe", be16(1) + be16(0) + Data(itemType.utf8) + Data([0]), version: 2)
       let iinf = fullBox("iinf", be16(1) + infe)
       var iloc = fullBox(
         "iloc", Data([0x44, 0x00]) + be16(1) + be16(1) + be16(0) + be16(1) + be32(itemOffset) + be32(itemData.count))
@@ -32,7 +45,7 @@ extension HostileFiles {
       if extraExtents > 0 {
         iloc += fullBox("iloc", Data([0x00, 0x00]) + be16(1) + be16(1) + be16(0) + be16(extraExtents))
       }
-      let ipco = box("ipco", fullBox("ispe", be32(ispe.0) + be32(ispe.1)) + box("av1C", configuration))
+      let ipco = box("ipco", fullBox("ispe", be32(ispe.0) + be32(ispe.1)) + configuration)
       let ipma = fullBox("ipma", be32(1) + be16(1) + Data([2, 0x81, 0x82]))
       let data = inIDAT ? box("idat", itemData) + box("idat", decoy) : Data()
       return fullBox("meta", hdlr + pitm + iinf + iloc + box("iprp", ipco + ipma) + data)
@@ -126,20 +139,8 @@ extension HostileFiles {
     configuration.append(inData ? 0 : 1)
     if !inData { configuration += Data([0xA1]) + be16(1) + be16(unit.count) + unit }
     let itemData = be32(delimiter.count) + delimiter + (inData ? be32(unit.count) + unit : Data())
-    let ftyp = box("ftyp", Data("heic".utf8) + be32(0) + Data("mif1heic".utf8))
-    func meta(itemOffset: Int) -> Data {
-      let hdlr = fullBox("hdlr", be32(0) + Data("pict".utf8) + Data(count: 12) + Data([0]))
-      let pitm = fullBox("pitm", be16(1))
-      let infe = fullBox("infe", be16(1) + be16(0) + Data("hvc1".utf8) + Data([0]), version: 2)
-      let iinf = fullBox("iinf", be16(1) + infe)
-      let iloc = fullBox(
-        "iloc", Data([0x44, 0x00]) + be16(1) + be16(1) + be16(0) + be16(1) + be32(itemOffset) + be32(itemData.count))
-      let ipco = box("ipco", fullBox("ispe", be32(ispe.0) + be32(ispe.1)) + box("hvcC", configuration))
-      let ipma = fullBox("ipma", be32(1) + be16(1) + Data([2, 0x81, 0x82]))
-      return fullBox("meta", hdlr + pitm + iinf + iloc + box("iprp", ipco + ipma))
-    }
-    let withoutOffset = ftyp + meta(itemOffset: 0)
-    return ftyp + meta(itemOffset: withoutOffset.count + 8) + box("mdat", itemData)
+    return heifFile(
+      brands: "heicmif1heic", itemType: "hvc1", configuration: box("hvcC", configuration), ispe: ispe, itemData: itemData)
   }
 
   /// An HEVC sequence parameter set NAL unit (Main profile, 4:2:0) of `width`×`height`, with

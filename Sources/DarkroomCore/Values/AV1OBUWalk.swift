@@ -112,14 +112,19 @@ struct BitReader {
 
   /// An unsigned variable-length code (AV1 specification, 4.10.3).
   mutating func uvlc() -> UInt64? {
-    var zeros = 0
-    while true {
-      guard let bit = read(1) else { return nil }
-      if bit == 1 { break }
-      zeros += 1
-    }
+    guard let zeros = leadingZeros() else { return nil }
     if zeros >= 32 { return (1 << 32) - 1 }
     guard let value = read(zeros) else { return nil }
     return value + (1 << UInt64(zeros)) - 1
+  }
+
+  /// Counts zero bits up to and including the next one bit; `nil` past the end.
+  mutating func leadingZeros() -> Int? {
+    var zeros = 0
+    while true {
+      guard let bit = read(1) else { return nil }
+      if bit == 1 { return zeros }
+      zeros += 1
+    }
   }
 }

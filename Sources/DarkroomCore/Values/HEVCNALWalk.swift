@@ -88,14 +88,7 @@ extension BitReader {
 
   /// An unsigned exponential-Golomb code (`ue(v)`, H.265 9.2); `nil` past the end or over 32 bits.
   mutating func exponentialGolomb() -> UInt64? {
-    var zeros = 0
-    while true {
-      guard let bit = read(1) else { return nil }
-      if bit == 1 { break }
-      zeros += 1
-      if zeros > 31 { return nil }
-    }
-    guard let value = read(zeros) else { return nil }
+    guard let zeros = leadingZeros(), zeros <= 31, let value = read(zeros) else { return nil }
     return (1 << UInt64(zeros)) - 1 + value
   }
 }
