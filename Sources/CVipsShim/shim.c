@@ -303,9 +303,25 @@ static int dr_tiff_close(thandle_t handle) {
 
 static toff_t dr_tiff_size(thandle_t handle) { return ((DrMemoryStream *)handle)->size; }
 
+// The bytes are already in memory (ours, not a mapped file), so libtiff may read them in place:
+// libtiff 4.5 refuses uncompressed planar tiles smaller than its read size when it must copy them
+// ("Invalid tile byte count"), and reads them when "mapped".
+static int dr_tiff_map(thandle_t handle, tdata_t *base, toff_t *size) {
+  DrMemoryStream *stream = (DrMemoryStream *)handle;
+  *base = (tdata_t)stream->data;
+  *size = stream->size;
+  return 1;
+}
+
+static void dr_tiff_unmap(thandle_t handle, tdata_t base, toff_t size) {
+  (void)handle;
+  (void)base;
+  (void)size;
+}
+
 static TIFF *dr_tiff_open(DrMemoryStream *stream) {
-  return TIFFClientOpen("memory", "rm", (thandle_t)stream, dr_tiff_read, dr_tiff_write, dr_tiff_seek, dr_tiff_close,
-                        dr_tiff_size, NULL, NULL);
+  return TIFFClientOpen("memory", "r", (thandle_t)stream, dr_tiff_read, dr_tiff_write, dr_tiff_seek, dr_tiff_close,
+                        dr_tiff_size, dr_tiff_map, dr_tiff_unmap);
 }
 
 int dr_tiff_is_tiled_planar(const void *buf, size_t len) {
@@ -324,6 +340,66 @@ static void dr_free_raster(VipsImage *image, void *raster) {
   _TIFFfree(raster);
 }
 
+// What the RGBA raster of a TIFF should become: its bands (grey or colour, with or without
+// alpha) and whether libtiff premultiplied an unassociated alpha into the colours.
+typedef struct {
+  int grey, alpha, premultiplied;
+} DrTiffLayout;
+
+static DrTiffLayout dr_tiff_layout(TIFF *tiff) {
+  uint16_t photometric = PHOTOMETRIC_RGB, samples = 1, extras = 0;
+  uint16_t *types = NULL;
+  TIFFGetFieldDefaulted(tiff, TIFFTAG_PHOTOMETRIC, &photometric);
+  TIFFGetFieldDefaulted(tiff, TIFFTAG_SAMPLESPERPIXEL, &samples);
+  TIFFGetFieldDefaulted(tiff, TIFFTAG_EXTRASAMPLES, &extras, &types);
+  DrTiffLayout layout = {photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE, 0, 0};
+  if (extras > 0 && types) {
+    // libtiff's RGBA reader takes the first extra sample as alpha: associated as it is,
+    // unassociated premultiplied, unspecified as associated when there are colour samples too.
+    layout.alpha = types[0] == EXTRASAMPLE_ASSOCALPHA || types[0] == EXTRASAMPLE_UNASSALPHA ||
+                   (types[0] == EXTRASAMPLE_UNSPECIFIED && samples > 3);
+    layout.premultiplied = types[0] == EXTRASAMPLE_UNASSALPHA;
+  }
+  return layout;
+}
+
+// Undoes the premultiplication libtiff applied to an unassociated alpha (rounded; colours under
+// a small alpha keep what precision is left).
+static void dr_tiff_unpremultiply(unsigned char *rgba, size_t pixels) {
+  for (size_t i = 0; i < pixels; i++) {
+    unsigned char *p = rgba + i * 4;
+    unsigned a = p[3];
+    if (a == 0 || a == 255) continue;
+    for (int c = 0; c < 3; c++) {
+      unsigned v = (p[c] * 255u + a / 2) / a;
+      p[c] = (unsigned char)(v > 255 ? 255 : v);
+    }
+  }
+}
+
+// The raster's bands reduced to the file's: grey (1) or colour (3), with alpha when it has one.
+static VipsImage *dr_tiff_bands(VipsImage *rgba, DrTiffLayout layout) {
+  VipsImage *out = NULL;
+  if (!layout.grey && layout.alpha) {
+    g_object_ref(rgba);
+    return rgba;
+  }
+  if (!layout.grey) {
+    if (vips_extract_band(rgba, &out, 0, "n", 3, NULL)) return NULL;
+  } else if (!layout.alpha) {
+    if (vips_extract_band(rgba, &out, 0, NULL)) return NULL;
+  } else {
+    VipsImage *grey = NULL, *alpha = NULL;
+    int failed = vips_extract_band(rgba, &grey, 0, NULL) || vips_extract_band(rgba, &alpha, 3, NULL) ||
+                 vips_bandjoin2(grey, alpha, &out, NULL);
+    if (grey) g_object_unref(grey);
+    if (alpha) g_object_unref(alpha);
+    if (failed) return NULL;
+  }
+  out->Type = layout.grey ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB;
+  return out;
+}
+
 int dr_tiff_load_rgba(const void *buf, size_t len, size_t max_pixels, VipsImage **out) {
   DrMemoryStream stream = {buf, (toff_t)len, 0};
   TIFF *tiff = dr_tiff_open(&stream);
@@ -332,34 +408,45 @@ int dr_tiff_load_rgba(const void *buf, size_t len, size_t max_pixels, VipsImage 
     return -1;
   }
   uint32_t width = 0, height = 0;
+  uint16_t orientation = ORIENTATION_TOPLEFT;
   TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &width);
   TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &height);
+  TIFFGetFieldDefaulted(tiff, TIFFTAG_ORIENTATION, &orientation);
+  if (orientation < 1 || orientation > 8) orientation = ORIENTATION_TOPLEFT;
   if (width == 0 || height == 0 || (size_t)width * height > max_pixels) {
     vips_error("tiffload", "TIFF size %ux%u is empty or over the pixel limit", width, height);
     TIFFClose(tiff);
     return -1;
   }
+  DrTiffLayout layout = dr_tiff_layout(tiff);
   size_t pixels = (size_t)width * height;
   // TIFFReadRGBAImage packs R, G, B, A from the low byte up, so on a little-endian machine the
   // raster already is 8-bit RGBA in memory: the image is made from it, without a copy (one
-  // buffer of 4 bytes a pixel, the most maxPixels allows a held image).
+  // buffer of 4 bytes a pixel, the most maxPixels allows a held image). Asking for the file's own
+  // orientation keeps the stored order; the orientation is then applied like any TIFF's.
   uint32_t *raster = (uint32_t *)_TIFFmalloc((tmsize_t)(pixels * sizeof(uint32_t)));
   int status = -1;
   if (!raster) {
     vips_error("tiffload", "out of memory decoding a %ux%u TIFF", width, height);
-  } else if (!TIFFReadRGBAImageOriented(tiff, width, height, raster, ORIENTATION_TOPLEFT, 1)) {
+  } else if (!TIFFReadRGBAImageOriented(tiff, width, height, raster, orientation, 1)) {
     vips_error("tiffload", "libtiff could not decode the TIFF pixels");
   } else {
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (size_t i = 0; i < pixels; i++) raster[i] = __builtin_bswap32(raster[i]);
 #endif
+    if (layout.premultiplied) dr_tiff_unpremultiply((unsigned char *)raster, pixels);
     VipsImage *image = vips_image_new_from_memory(raster, pixels * 4, (int)width, (int)height, 4, VIPS_FORMAT_UCHAR);
     if (image) {
       image->Type = VIPS_INTERPRETATION_sRGB;
       g_signal_connect(image, "postclose", G_CALLBACK(dr_free_raster), raster);
       raster = NULL;  // the image owns it now
-      *out = image;
-      status = 0;
+      VipsImage *shaped = dr_tiff_bands(image, layout);
+      g_object_unref(image);
+      if (shaped) {
+        vips_image_set_int(shaped, VIPS_META_ORIENTATION, orientation);
+        *out = shaped;
+        status = 0;
+      }
     }
   }
   if (raster) _TIFFfree(raster);

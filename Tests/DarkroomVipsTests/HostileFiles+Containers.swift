@@ -178,3 +178,65 @@ extension HostileFiles {
     return Data([0x42, 0x01] + payload)
   }
 }
+
+/// Tiled TIFFs with separate colour planes, built byte by byte.
+extension HostileFiles {
+  /// A little-endian, uncompressed, 8-bit TIFF of `width`×`height` whose `samples` planes
+  /// (`pixels`: interleaved, `samples` bytes a pixel) are stored separately in `tile`-sized tiles;
+  /// grey when `samples` is 1 or 2, the last sample an unassociated alpha when `samples` is 2 or 4.
+  static func planarTiledTIFF(
+    width: Int, height: Int, samples: Int, tile: Int = 16, orientation: Int = 1, pixels: [UInt8]
+  ) -> Data {
+    let across = (width + tile - 1) / tile
+    let down = (height + tile - 1) / tile
+    var tiles: [Data] = []
+    for plane in 0..<samples {
+      for row in 0..<down {
+        for column in 0..<across {
+          var data = Data(count: tile * tile)
+          for y in 0..<tile where row * tile + y < height {
+            for x in 0..<tile where column * tile + x < width {
+              data[y * tile + x] = pixels[((row * tile + y) * width + column * tile + x) * samples + plane]
+            }
+          }
+          tiles.append(data)
+        }
+      }
+    }
+    let alpha = samples == 2 || samples == 4
+    var entries: [(tag: Int, type: Int, values: [Int])] = [
+      (256, 4, [width]), (257, 4, [height]), (258, 3, Array(repeating: 8, count: samples)), (259, 3, [1]),
+      (262, 3, [samples >= 3 ? 2 : 1]), (274, 3, [orientation]), (277, 3, [samples]), (284, 3, [2]), (322, 4, [tile]),
+      (323, 4, [tile]), (324, 4, []), (325, 4, Array(repeating: tile * tile, count: tiles.count)),
+    ]
+    if alpha { entries.append((338, 3, [2])) }
+    // Layout: header, IFD, out-of-line values, tiles.
+    let ifdSize = 2 + 12 * entries.count + 4
+    func size(_ entry: (tag: Int, type: Int, values: [Int])) -> Int { entry.values.count * (entry.type == 3 ? 2 : 4) }
+    let offsetsCount = tiles.count * 4
+    var outOfLine = 0
+    for entry in entries where entry.tag != 324 && size(entry) > 4 { outOfLine += size(entry) }
+    if offsetsCount > 4 { outOfLine += offsetsCount }
+    var next = 8 + ifdSize + outOfLine
+    let offsets = tiles.map { tile -> Int in
+      defer { next += tile.count }
+      return next
+    }
+    entries = entries.map { $0.tag == 324 ? (324, 4, offsets) : $0 }
+    var ifd = le16(entries.count)
+    var extra = Data()
+    for entry in entries {
+      var values = Data()
+      for value in entry.values { values.append(entry.type == 3 ? le16(value) : le32(value)) }
+      ifd.append(le16(entry.tag) + le16(entry.type) + le32(entry.values.count))
+      if values.count <= 4 {
+        ifd.append(values + Data(count: 4 - values.count))
+      } else {
+        ifd.append(le32(8 + ifdSize + extra.count))
+        extra.append(values)
+      }
+    }
+    ifd.append(le32(0))
+    return Data([0x49, 0x49, 42, 0]) + le32(8) + ifd + extra + tiles.reduce(Data(), +)
+  }
+}

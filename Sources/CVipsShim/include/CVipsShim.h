@@ -48,8 +48,10 @@ int dr_load_descriptor(DrFormat format, int fd, size_t length, int shrink, doubl
 // TIFF layouts libvips 8.14 cannot decode — tiled images with separate colour planes ("tiled
 // separate planes not supported") — read through libtiff's RGBA interface instead.
 // dr_tiff_is_tiled_planar returns 1 when the first directory of the TIFF in memory has that
-// layout. dr_tiff_load_rgba decodes it into a new 8-bit RGBA image owned by the caller (at most
-// `max_pixels` pixels; more fails before any pixel is decoded); errors land in libvips' buffer.
+// layout. dr_tiff_load_rgba decodes it into a new 8-bit image owned by the caller, with the
+// file's bands (grey or colour, alpha unpremultiplied when it is unassociated) and its orientation
+// as metadata (at most `max_pixels` pixels; more fails before any pixel is decoded). Samples of
+// more than 8 bits come out as 8. Errors land in libvips' buffer.
 int dr_tiff_is_tiled_planar(const void *buf, size_t len);
 int dr_tiff_load_rgba(const void *buf, size_t len, size_t max_pixels, VipsImage **out);
 
