@@ -31,12 +31,16 @@ enum InputList {
     var description: String
   }
 
-  /// The inputs listed in the file at `path` (`-`: standard input).
-  static func read(_ path: String) throws(Failure) -> [String] {
+  /// The inputs listed in the file at `path` (`-`: standard input). Reading standard input stops
+  /// when `wakeup` becomes readable (a stop signal): the whole lines read so far are returned.
+  static func read(_ path: String, wakeup: Int32? = nil) throws(Failure) -> [String] {
     var splitter = LineSplitter(maxLineBytes: maxLineBytes)
     do {
       if path == "-" {
-        try BoundedFileReader.readChunks(descriptor: 0, limit: maxBytes) { splitter.take($0) }
+        let interrupted = try BoundedFileReader.readChunks(descriptor: 0, limit: maxBytes, interrupt: wakeup) {
+          splitter.take($0)
+        }
+        if interrupted { return splitter.entries }  // never half a name
       } else {
         let descriptor = try BoundedFileReader.openRegularFile(path)
         defer { close(descriptor) }
@@ -50,6 +54,17 @@ enum InputList {
       }
     }
     return try splitter.finish()
+  }
+
+  /// ``read(_:wakeup:)`` on a thread of its own: standard input may block for as long as its
+  /// writer waits, which must not hold a thread of the cooperative pool.
+  static func readOffPool(_ path: String, wakeup: Int32?) async throws(Failure) -> [String] {
+    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[String], Failure>, Never>) in
+      Thread.detachNewThread {
+        continuation.resume(returning: Result { () throws(Failure) -> [String] in try read(path, wakeup: wakeup) })
+      }
+    }
+    return try result.get()
   }
 
   /// Cuts streamed bytes into the list's entries, holding only the line being read.

@@ -123,10 +123,9 @@ struct OutputPattern: Hashable {
   /// The output path for an input named `name`, lowercased, with the parts that depend on the
   /// image left out (so two inputs whose stems are equal may meet, and others never do).
   func stem(forName name: String) -> String {
-    var text = template.replacingOccurrences(of: "{variant}", with: variant ?? pipeline)
-      .replacingOccurrences(of: "{pipeline}", with: pipeline)
-    for placeholder in Self.imagePlaceholders { text = text.replacingOccurrences(of: placeholder, with: "") }
-    return (directory + "/" + text.replacingOccurrences(of: "{name}", with: name)).lowercased()
+    var values = ["{variant}": variant ?? pipeline, "{pipeline}": pipeline, "{name}": name]
+    for placeholder in Self.imagePlaceholders { values[placeholder] = "" }
+    return (directory + "/" + Writer.fill(template, values)).lowercased()
   }
 
   /// The patterns of every `write` and `save` stage in `graphs` (one per variant).

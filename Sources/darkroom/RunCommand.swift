@@ -141,7 +141,7 @@ struct RunCommand: AsyncParsableCommand {
     var listed: [String] = []
     if let inputList {
       do {
-        listed = try InputList.read(inputList)
+        listed = try await InputList.readOffPool(inputList, wakeup: signals.wakeup)
       } catch {
         Terminal.error("error: cannot read the input list \(Terminal.printable(inputList)): \(error)")
         throw ExitCode.validationFailure

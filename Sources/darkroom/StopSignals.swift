@@ -25,9 +25,25 @@ final class StopSignals: @unchecked Sendable {
   private var cancelHandlers: [@Sendable () -> Void] = []  // guarded by `lock`
   private var sources: [any DispatchSourceSignal] = []  // guarded by `lock`
   private let queue = DispatchQueue(label: "darkroom.signals")
+  /// A pipe written to at the first signal: a blocking read waits on its read end too (``wakeup``).
+  private let pipeEnds: (read: Int32, write: Int32)?
+
+  /// A descriptor that becomes readable at the first signal, for code that blocks in `poll(2)`
+  /// (reading an input list from a writer that never writes); `nil` when no pipe could be made.
+  var wakeup: Int32? { pipeEnds?.read }
 
   /// Starts listening; the signals' default actions are off until ``stop()``.
   init() {
+    var ends: [Int32] = [-1, -1]
+    if pipe(&ends) == 0 {
+      for end in ends {
+        _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+      }
+      pipeEnds = (ends[0], ends[1])
+    } else {
+      pipeEnds = nil
+    }
     lock.withLock {
       for number in [SIGINT, SIGTERM] {
         signal(number, SIG_IGN)
@@ -79,12 +95,16 @@ final class StopSignals: @unchecked Sendable {
       defer { cancelHandlers = [] }
       return (received.count, cancelHandlers)
     }
+    if count == 1, let write = pipeEnds?.write {
+      var byte: UInt8 = 1
+      _ = Glibc.write(write, &byte, 1)
+    }
     switch count {
     case 1:
-      Terminal.status("")
+      if Terminal.stderrIsTerminal { Terminal.status("") }  // clears a progress line; no escapes into logs
       Terminal.error("stopping: no new images start; the ones in flight finish (signal again to cancel them)")
     case 2:
-      Terminal.status("")
+      if Terminal.stderrIsTerminal { Terminal.status("") }
       Terminal.error("stopping: cancelling the images in flight (signal again to exit at once)")
       for handler in handlers { handler() }
     default:

@@ -44,6 +44,28 @@ struct ManyArgumentsTests {
     #expect(written == ["-dash-thumb.jpg", "dunes-thumb.jpg"])
   }
 
+  @Test("grouped short options taking values (-oj OUT 1) and a flag between every two inputs: the parser's reading is kept")
+  func groupedAndInterleaved() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let missing = (0..<4_000).map { "\(folder)/missing-\($0).jpg" }
+    var arguments = ["run", "-oj", folder + "/out", "1", Runner.package.path + "/Examples/pipelines/thumbnail.json"]
+    for (index, path) in missing.enumerated() {
+      arguments.append(path)
+      if index % 2 == 1 { arguments.append("--recursive") }
+    }
+    arguments.append(Runner.package.path + "/Examples/images/dunes.jpg")
+    let run = try Runner.run(arguments)
+    #expect(run.status == 1, "\(run.stderr.suffix(300))")
+    let failed = run.stderr.split(separator: "\n").compactMap { line -> String? in
+      guard line.hasPrefix("failed: "), let end = line.range(of: ": notFound") else { return nil }
+      return String(line[line.index(line.startIndex, offsetBy: 8)..<end.lowerBound])
+    }
+    #expect(failed == missing, "\(failed.count) failures: \(run.stderr.suffix(300))")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out") == ["dunes-thumb.jpg"])
+    #expect(!run.stderr.contains("\u{0}"))
+  }
+
   /// Package-relative paths made absolute (the run above works in its own folder).
   private func absolute(_ argument: String) -> String {
     argument.hasPrefix("Examples/") ? Runner.package.path + "/" + argument : argument

@@ -72,6 +72,16 @@ final class StreamingChild: @unchecked Sendable {
     input = -1
   }
 
+  /// Waits for the child to end by itself, its standard input still open (a writer that neither
+  /// writes nor closes), then closes it.
+  func finishWithInputOpen() -> Runner.Result {
+    let stdout = out.finish()
+    let stderr = err.finish()
+    process.waitUntilExit()
+    closeInput()
+    return Runner.Result(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+  }
+
   func finish() -> Runner.Result {
     closeInput()
     let stdout = out.finish()

@@ -55,23 +55,37 @@ package enum BoundedFileReader {
 
   /// Reads `descriptor` to its end in chunks of at most 64 KiB, handing each to `body` as it
   /// arrives, so nothing but the chunk is held; `body` returns `false` to stop reading. More than
-  /// `limit` bytes in all is `tooLarge` (what came before was handed over).
+  /// `limit` bytes in all is `tooLarge` (what came before was handed over). When `interrupt` (a
+  /// descriptor) becomes readable, reading stops and `true` is returned: a pipe that a signal
+  /// writes to ends the wait for a writer that never writes or closes.
+  @discardableResult
   package static func readChunks(
-    descriptor: Int32, limit: Int, _ body: (UnsafeRawBufferPointer) -> Bool
-  ) throws(Failure) {
+    descriptor: Int32, limit: Int, interrupt: Int32? = nil, _ body: (UnsafeRawBufferPointer) -> Bool
+  ) throws(Failure) -> Bool {
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
     var total = 0
     while true {
+      if let interrupt {
+        var waits = [
+          pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: interrupt, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&waits, 2, -1)
+        if ready < 0 {
+          if errno == EINTR { continue }
+          throw .system(errno)
+        }
+        if waits[1].revents != 0 { return true }
+      }
       let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
       if count < 0 {
         if errno == EINTR { continue }
         throw .system(errno)
       }
-      if count == 0 { return }
+      if count == 0 { return false }
       total += count
       if total > limit { throw .tooLarge }
       let goOn = chunk.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-      if !goOn { return }
+      if !goOn { return false }
     }
   }
 }

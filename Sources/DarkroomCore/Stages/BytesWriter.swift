@@ -41,8 +41,7 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
         "\(input.source) is \(found); save keeps only JPEG, PNG, GIF, WebP, TIFF, HEIF and AVIF images",
         source: input.source.description)
     }
-    let name = template.replacingOccurrences(of: "{name}", with: input.source.name)
-      .replacingOccurrences(of: "{ext}", with: format.fileExtension)
+    let name = Writer.fill(template, ["{name}": input.source.name, "{ext}": format.fileExtension])
     if let problem = Writer.problems(in: name).first {
       throw PipelineError(.writeFailed, "cannot write \(name): \(problem)", source: input.source.description)
     }

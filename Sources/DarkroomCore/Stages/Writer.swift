@@ -39,7 +39,26 @@ public struct Writer: Stage, ContextSensitiveStage {
       "{name}": image.source.name, "{variant}": variant ?? pipeline, "{pipeline}": pipeline, "{width}": String(image.width),
       "{height}": String(image.height), "{format}": image.format.rawValue, "{ext}": image.format.fileExtension,
     ]
-    return values.reduce(template) { $0.replacingOccurrences(of: $1.key, with: $1.value) }
+    return Writer.fill(template, values)
+  }
+
+  /// `template` with each known `{placeholder}` replaced, in one pass from the left: a value is
+  /// never searched for placeholders itself (a pipeline named `p{width}` stays `p{width}`), so the
+  /// name does not depend on the order the values are tried in.
+  package static func fill(_ template: String, _ values: [String: String]) -> String {
+    var result = ""
+    var rest = Substring(template)
+    while let open = rest.firstIndex(of: "{") {
+      result += rest[..<open]
+      guard let close = rest[open...].firstIndex(of: "}"), let value = values[String(rest[open...close])] else {
+        result.append("{")
+        rest = rest[rest.index(after: open)...]
+        continue
+      }
+      result += value
+      rest = rest[rest.index(after: close)...]
+    }
+    return result + rest
   }
 
   /// Checks a template: it must name a file inside the directory.

@@ -81,10 +81,29 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   /// ``CacheStore/purge(source:)`` finds every entry of a file however its path was spelled.
   public var identity: String {
     switch location {
-    case .file(let path): return "file:" + ImageSource.absolute(path)
-    case .url(let url): return url.absoluteString
-    case .malformed(let text): return "malformed:" + text
+    case .file(let path): return "file:" + ImageSource.byteExact(ImageSource.absolute(path), escapingPercent: true)
+    case .url(let url): return ImageSource.byteExact(url.absoluteString, escapingPercent: false)
+    case .malformed(let text): return "malformed:" + ImageSource.byteExact(text, escapingPercent: true)
     }
+  }
+
+  /// `text` with every byte outside printable ASCII written as `%XX` (and `%` itself for paths),
+  /// so that two identities are equal exactly when their bytes are. Swift compares strings by
+  /// canonical equivalence, but `café` composed and decomposed are two files on Linux: as keys of
+  /// sets and dictionaries (de-duplication, shared work, caches) they must never be one. For URLs
+  /// `%` stays: `é` and `%C3%A9` name the same resource.
+  static func byteExact(_ text: String, escapingPercent: Bool) -> String {
+    let hex = Array("0123456789ABCDEF".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(text.utf8.count)
+    for byte in text.utf8 {
+      if byte < 0x21 || byte >= 0x7F || (escapingPercent && byte == 0x25) {
+        out += [0x25, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+      } else {
+        out.append(byte)
+      }
+    }
+    return String(decoding: out, as: UTF8.self)
   }
 
   /// The identity plus what else decides the response: a digest of the request headers' values
