@@ -117,6 +117,8 @@ enum InputList {
         problem = Failure(description: "line \(lineNumber) holds a NUL byte, which no path or URL can hold")
         return
       }
+      // A byte-order mark opening the list (as some editors save) is not part of the first name.
+      if lineNumber == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) { line.removeFirst(3) }
       let entry = String(decoding: line, as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
       if !entry.isEmpty && !entry.hasPrefix("#") { entries.append(entry) }
     }

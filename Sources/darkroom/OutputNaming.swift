@@ -34,14 +34,15 @@ enum OutputNaming {
     var taken = Set<String>()
     for source in sources { taken.formUnion(stems(source.name)) }
     for members in meetings(result.map { stems($0.name) }) {
-      let withExtension = members.map { sources[$0].name + "-" + extensionOf(sources[$0]) }
+      let withExtension = members.map { suffixed(sources[$0].name, "-" + extensionOf(sources[$0])) }
       let made = withExtension.map(stems)
       let usable =
         made.reduce(0) { $0 + $1.count } == made.reduce(into: Set<String>()) { $0.formUnion($1) }.count
         && made.allSatisfy { taken.isDisjoint(with: $0) }
       for (position, index) in members.enumerated() {
         result[index].name =
-          usable ? withExtension[position] : sources[index].name + "-" + RequestDigest.hex(sources[index].identity, bytes: 4)
+          usable
+          ? withExtension[position] : suffixed(sources[index].name, "-" + RequestDigest.hex(sources[index].identity, bytes: 4))
         taken.formUnion(stems(result[index].name))
       }
     }
@@ -52,11 +53,27 @@ enum OutputNaming {
       let groups = meetings(result.map { stems($0.name) })
       if groups.isEmpty { break }
       for index in groups.joined() {
-        result[index].name = sources[index].name + "-" + RequestDigest.hex(sources[index].identity, bytes: digestBytes)
+        result[index].name = suffixed(sources[index].name, "-" + RequestDigest.hex(sources[index].identity, bytes: digestBytes))
       }
       digestBytes *= 2
     }
     return result
+  }
+
+  /// Names up to this many bytes take a suffix whole; a longer name keeps its length, the suffix
+  /// replacing its end, so that a name that fitted the file system's 255 bytes still does.
+  static let suffixedNameBytes = 200
+
+  /// `name` with `suffix` added, within ``suffixedNameBytes`` or the name's own length.
+  static func suffixed(_ name: String, _ suffix: String) -> String {
+    let budget = max(suffixedNameBytes, name.utf8.count)
+    guard name.utf8.count + suffix.utf8.count > budget else { return name + suffix }
+    var kept = ""
+    for character in name {
+      guard kept.utf8.count + character.utf8.count + suffix.utf8.count <= budget else { break }
+      kept.append(character)
+    }
+    return kept + suffix
   }
 
   /// The groups of inputs (by index) whose output names meet, directly or through others: each

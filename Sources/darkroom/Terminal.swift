@@ -41,7 +41,8 @@ enum Terminal {
   /// at start.
   static func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }
 
-  /// `text` with every control character (C0, DEL, C1, and the bidirectional overrides) shown as
+  /// `text` with every control character (C0, DEL, C1, the line and paragraph separators, the
+  /// bidirectional overrides and the byte-order mark) shown as
   /// `\u{…}`; newlines and tabs stay when `keepingNewlines` is set (the runner's own multi-line
   /// messages; values from outside are passed through `printable` without it first).
   static func printable(_ text: String, keepingNewlines: Bool = false) -> String {
@@ -50,8 +51,8 @@ enum Terminal {
     for scalar in text.unicodeScalars {
       let value = scalar.value
       let control =
-        value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value)
-        || (0x2066...0x2069).contains(value)
+        value < 0x20 || (0x7F...0x9F).contains(value) || (0x2028...0x202E).contains(value)
+        || (0x2066...0x2069).contains(value) || value == 0xFEFF
       if keepingNewlines, scalar == "\n" || scalar == "\t" {
         result.unicodeScalars.append(scalar)
       } else if control {

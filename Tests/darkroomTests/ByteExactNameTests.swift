@@ -46,4 +46,22 @@ extension RunnerOutputTests {
       #expect(try FileManager.default.contentsOfDirectory(atPath: out) == ["p{width}-dunes.png"])
     }
   }
+
+  @Test("two inputs of one 240-byte name in two folders: both written, their names kept within 255 bytes")
+  func longNamesMadeUnique() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let name = String(repeating: "n", count: 240) + ".jpg"
+    for sub in ["x", "y"] {
+      try FileManager.default.createDirectory(atPath: folder + "/in/" + sub, withIntermediateDirectories: true)
+      try FileManager.default.copyItem(
+        atPath: Runner.package.path + "/Examples/images/dunes.jpg", toPath: folder + "/in/" + sub + "/" + name)
+    }
+    let run = try Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", folder + "/in", "--recursive", "--output", folder + "/out",
+    ])
+    #expect(run.status == 0 && run.stderr.contains("done 2, failed 0"), "\(run.stderr)")
+    let outputs = try FileManager.default.contentsOfDirectory(atPath: folder + "/out")
+    #expect(outputs.count == 2 && outputs.allSatisfy { $0.utf8.count <= 255 }, "\(outputs)")
+  }
 }

@@ -30,6 +30,17 @@ struct InputListTests {
     #expect(huge.status == 64 && huge.stderr.contains("line 2 is longer than 65536 bytes"), "\(huge.stderr)")
   }
 
+  @Test("a byte-order mark opening a list is not part of the first name")
+  func byteOrderMark() throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let list = folder + "/list.txt"
+    try (Data([0xEF, 0xBB, 0xBF]) + Data("Examples/images/rings.png\nExamples/images/dunes.jpg\n".utf8))
+      .write(to: URL(fileURLWithPath: list))
+    let run = try Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
+    #expect(run.status == 0 && run.stderr.contains("done 2, failed 0"), "\(run.stderr)")
+  }
+
   @Test("a 60 MB line on standard input is refused as it streams in: the runner ends before the line has arrived")
   func longLineStreamed() throws {
     let folder = try Runner.temporaryDirectory()
