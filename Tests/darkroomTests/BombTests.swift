@@ -133,7 +133,7 @@ struct BombTests {
     || dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
 
   @Test("a decompression bomb inside the limits is thumbnailed without ever holding its decoded size")
-  func bombInsideLimits() throws {
+  func bombInsideLimits() async throws {
     // 10,000 × 10,000 = 100,000,000 pixels (exactly maxPixels): 300 MB decoded as RGB, 400 MB as
     // RGBA, about 300-400 KB on disk.
     let work = try Runner.temporaryDirectory()
@@ -143,7 +143,7 @@ struct BombTests {
       let bomb = try HostilePNG.zeros(width: 10_000, height: 10_000, alpha: alpha)
       #expect(bomb.count < 1_000_000)
       try bomb.write(to: URL(fileURLWithPath: "\(work)/\(name).png"))
-      let run = try Runner.run([
+      let run = try await Runner.run([
         "run", Runner.package.path + "/Examples/pipelines/bench-fit.json", "\(work)/\(name).png", "--output", work + "/out",
       ])
       #expect(run.status == 0, "\(run.stderr)")
@@ -163,12 +163,12 @@ struct BombTests {
   }
 
   @Test("an image declaring more than maxPixels is refused from its header, before its data is read")
-  func declaredHuge() throws {
+  func declaredHuge() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     // 65,536 × 65,536 declared (17 Gpx decoded); the data holds 16 rows.
     try HostilePNG.zeros(width: 65_536, height: 65_536, rows: 16).write(to: URL(fileURLWithPath: work + "/huge.png"))
-    let run = try Runner.run([
+    let run = try await Runner.run([
       "run", Runner.package.path + "/Examples/pipelines/bench-fit.json", work + "/huge.png", "--output", work + "/out",
     ])
     #expect(run.status == 1)
@@ -179,7 +179,7 @@ struct BombTests {
   }
 
   @Test("a folder of header bombs, four at a time: each fails with its typed error, peak RSS stays under 400 MB")
-  func headerBombs() throws {
+  func headerBombs() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     // Before the header guard (measured, one at a time): the text chunks 2.1 GB each, the wide
@@ -197,7 +197,7 @@ struct BombTests {
     try FileManager.default.createDirectory(atPath: work + "/in", withIntermediateDirectories: true)
     for bomb in bombs { try bomb.bytes.write(to: URL(fileURLWithPath: "\(work)/in/\(bomb.name)")) }
     let started = ContinuousClock.now
-    let run = try Runner.run([
+    let run = try await Runner.run([
       "run", Runner.package.path + "/Examples/pipelines/bench-fit.json", work + "/in", "--output", work + "/out", "--jobs", "4",
     ])
     #expect(run.status == 1)

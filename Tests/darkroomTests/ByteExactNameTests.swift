@@ -5,7 +5,7 @@ import Testing
 /// Linux `café` composed and decomposed, or `K` and the Kelvin sign, are different files.
 extension RunnerOutputTests {
   @Test("canonically equivalent file names are distinct inputs: each runs and gets its own output")
-  func canonicallyEquivalentNames() throws {
+  func canonicallyEquivalentNames() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let images = Runner.package.path + "/Examples/images/"
@@ -19,7 +19,7 @@ extension RunnerOutputTests {
     }
     let listed = try FileManager.default.contentsOfDirectory(atPath: inputs)
     #expect(Set(listed.map { Array($0.utf8) }).count == 4, "the file system holds \(listed)")
-    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
+    let run = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
     #expect(run.status == 0, "\(run.stderr)")
     #expect(run.stderr.contains("done 4, failed 0"), "\(run.stderr)")
     #expect(!run.stderr.contains("more than once"), "\(run.stderr)")
@@ -28,7 +28,7 @@ extension RunnerOutputTests {
   }
 
   @Test("a placeholder inside a pipeline's name stays as it is: output names are the same in every run")
-  func placeholderInPipelineName() throws {
+  func placeholderInPipelineName() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let pipeline = folder + "/p.json"
@@ -41,14 +41,14 @@ extension RunnerOutputTests {
     ).write(to: URL(fileURLWithPath: pipeline))
     for attempt in 0..<4 {
       let out = folder + "/out\(attempt)"
-      let run = try Runner.run(["run", pipeline, "Examples/images/dunes.jpg", "--output", out])
+      let run = try await Runner.run(["run", pipeline, "Examples/images/dunes.jpg", "--output", out])
       #expect(run.status == 0, "\(run.stderr)")
       #expect(try FileManager.default.contentsOfDirectory(atPath: out) == ["p{width}-dunes.png"])
     }
   }
 
   @Test("two inputs of one 240-byte name in two folders: both written, their names kept within 255 bytes")
-  func longNamesMadeUnique() throws {
+  func longNamesMadeUnique() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let name = String(repeating: "n", count: 240) + ".jpg"
@@ -57,7 +57,7 @@ extension RunnerOutputTests {
       try FileManager.default.copyItem(
         atPath: Runner.package.path + "/Examples/images/dunes.jpg", toPath: folder + "/in/" + sub + "/" + name)
     }
-    let run = try Runner.run([
+    let run = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", folder + "/in", "--recursive", "--output", folder + "/out",
     ])
     #expect(run.status == 0 && run.stderr.contains("done 2, failed 0"), "\(run.stderr)")

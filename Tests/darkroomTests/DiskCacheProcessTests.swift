@@ -66,22 +66,25 @@ struct DiskCacheProcessTests {
   }
 
   @Test("four processes fill one disk cache at once; a fifth is answered from it entirely")
-  func concurrentProcesses() throws {
+  func concurrentProcesses() async throws {
     let (root, images, pipeline) = try fixtures(count: 12, size: 160)
     defer { try? FileManager.default.removeItem(atPath: root) }
     let runs = try (0..<4).map { index in
       try launch(["run", pipeline, images, "-o", "\(root)/out\(index)", "--cache-dir", root, "--quiet", "--jobs", "2"])
     }
     for (process, out) in runs {
-      let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      process.waitUntilExit()
-      #expect(process.terminationStatus == 0, "\(text)")
+      let (status, text) = await offPool {
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+      }
+      #expect(status == 0, "\(text)")
     }
     let reference = try outputs(in: "\(root)/out0")
     #expect(reference.count == 12)
     for index in 1..<4 { #expect(try outputs(in: "\(root)/out\(index)") == reference) }
 
-    let last = try Runner.run(["run", pipeline, images, "-o", "\(root)/out4", "--cache-dir", root, "--events", "jsonl"])
+    let last = try await Runner.run(["run", pipeline, images, "-o", "\(root)/out4", "--cache-dir", root, "--events", "jsonl"])
     #expect(last.status == 0, "\(last.stderr)")
     #expect(try cacheOutcomes(last.stdout) == Array(repeating: "hit", count: 12))
     #expect(!last.stdout.contains("\"stage\":\"decode"))
@@ -112,15 +115,17 @@ struct DiskCacheProcessTests {
         continuation.resume(returning: count)
       }.start()
     }
-    victim.waitUntilExit()
+    await offPool { victim.waitUntilExit() }
     #expect(victim.terminationReason == .uncaughtSignal)
     #expect(stored >= 10)
 
     // A clean run in a fresh cache gives the reference outputs.
-    let clean = try Runner.run(["run", pipeline, images, "-o", "\(root)/clean", "--cache-dir", root + "/fresh", "--quiet"])
+    let clean = try await Runner.run(["run", pipeline, images, "-o", "\(root)/clean", "--cache-dir", root + "/fresh", "--quiet"])
     #expect(clean.status == 0, "\(clean.stderr)")
     // The survivor cache serves what it has, recomputes the rest, and every output matches.
-    let resumed = try Runner.run(["run", pipeline, images, "-o", "\(root)/resumed", "--cache-dir", root, "--events", "jsonl"])
+    let resumed = try await Runner.run([
+      "run", pipeline, images, "-o", "\(root)/resumed", "--cache-dir", root, "--events", "jsonl",
+    ])
     #expect(resumed.status == 0, "\(resumed.stderr)")
     let outcomes = try cacheOutcomes(resumed.stdout)
     #expect(outcomes.filter { $0 == "hit" }.count >= 5)
@@ -132,13 +137,13 @@ struct DiskCacheProcessTests {
   }
 
   @Test("darkroom cache stats, purge, clear and sweep work on the stores a pipeline file names")
-  func cacheCommand() throws {
+  func cacheCommand() async throws {
     let (root, images, pipeline) = try fixtures(count: 3, size: 120)
     defer { try? FileManager.default.removeItem(atPath: root) }
-    let run = try Runner.run(["run", pipeline, images, "-o", root + "/out", "--cache-dir", root, "--quiet"])
+    let run = try await Runner.run(["run", pipeline, images, "-o", root + "/out", "--cache-dir", root, "--quiet"])
     #expect(run.status == 0)
-    func entries() throws -> Int {
-      let stats = try Runner.run(["cache", "stats", pipeline, "--cache-dir", root, "--json"])
+    func entries() async throws -> Int {
+      let stats = try await Runner.run(["cache", "stats", pipeline, "--cache-dir", root, "--json"])
       #expect(stats.status == 0, "\(stats.stderr)")
       guard case .array(let stores)? = try? JSONParser.parse(stats.stdout), case .number(let count, _)? = stores.first?["entries"]
       else {
@@ -147,28 +152,28 @@ struct DiskCacheProcessTests {
       }
       return Int(count)
     }
-    #expect(try entries() == 3)
-    let human = try Runner.run(["cache", "stats", pipeline, "--cache-dir", root])
+    #expect(try await entries() == 3)
+    let human = try await Runner.run(["cache", "stats", pipeline, "--cache-dir", root])
     #expect(human.stdout.contains("disk in \(root)/shared: 3 entries"))
-    let purge = try Runner.run(["cache", "purge", pipeline, "--cache-dir", root, images + "/img0.jpg"])
+    let purge = try await Runner.run(["cache", "purge", pipeline, "--cache-dir", root, images + "/img0.jpg"])
     #expect(purge.stdout.contains("1 entry removed"), "\(purge.stdout)\(purge.stderr)")
-    #expect(try entries() == 2)
-    let sweep = try Runner.run(["cache", "sweep", pipeline, "--cache-dir", root])
+    #expect(try await entries() == 2)
+    let sweep = try await Runner.run(["cache", "sweep", pipeline, "--cache-dir", root])
     #expect(sweep.stdout.contains("0 stray files removed"))
-    let clear = try Runner.run(["cache", "clear", pipeline, "--cache-dir", root, "--store", "disk"])
+    let clear = try await Runner.run(["cache", "clear", pipeline, "--cache-dir", root, "--store", "disk"])
     #expect(clear.stdout.contains("disk: 2 entries removed"))
-    #expect(try entries() == 0)
-    let none = try Runner.run(["cache", "stats", pipeline, "--cache-dir", root, "--store", "table"])
+    #expect(try await entries() == 0)
+    let none = try await Runner.run(["cache", "stats", pipeline, "--cache-dir", root, "--store", "table"])
     #expect(none.status != 0 && none.stderr.contains("no cache stage with a table store"))
   }
 
   @Test(
     "a run over a cache whose entries are FIFOs or symlinks and whose index names files outside finishes at once, with the same outputs",
     .timeLimit(.minutes(1)))
-  func hostileCacheRun() throws {
+  func hostileCacheRun() async throws {
     let (root, images, pipeline) = try fixtures(count: 4, size: 100)
     defer { try? FileManager.default.removeItem(atPath: root) }
-    let first = try Runner.run(["run", pipeline, images, "-o", root + "/first", "--cache-dir", root, "--quiet"])
+    let first = try await Runner.run(["run", pipeline, images, "-o", root + "/first", "--cache-dir", root, "--quiet"])
     #expect(first.status == 0, "\(first.stderr)")
     let canary = root + "/canary"
     try Data("canary".utf8).write(to: URL(fileURLWithPath: canary))
@@ -189,13 +194,13 @@ struct DiskCacheProcessTests {
 
     let clock = ContinuousClock()
     let start = clock.now
-    let second = try Runner.run(["run", pipeline, images, "-o", root + "/second", "--cache-dir", root, "--events", "jsonl"])
+    let second = try await Runner.run(["run", pipeline, images, "-o", root + "/second", "--cache-dir", root, "--events", "jsonl"])
     #expect(second.status == 0, "\(second.stderr)")
     #expect(clock.now - start < .seconds(20))
     #expect(try cacheOutcomes(second.stdout).filter { $0 == "hit" }.isEmpty)
     #expect(try outputs(in: root + "/first") == (try outputs(in: root + "/second")))
     #expect((try? String(contentsOfFile: canary, encoding: .utf8)) == "canary")
-    let clear = try Runner.run(["cache", "clear", pipeline, "--cache-dir", root])
+    let clear = try await Runner.run(["cache", "clear", pipeline, "--cache-dir", root])
     #expect(clear.status == 0, "\(clear.stderr)")
     #expect((try? String(contentsOfFile: canary, encoding: .utf8)) == "canary")
   }

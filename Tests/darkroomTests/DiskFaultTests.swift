@@ -9,13 +9,17 @@ enum MountNamespace {
   static let available: Bool = {
     guard let directory = try? Runner.temporaryDirectory() else { return false }
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    return (try? run("mount -t tmpfs -o size=64k tmpfs \"$WORK\"", work: directory).status) == 0
+    let script = "mount -t tmpfs -o size=64k tmpfs \"$WORK\""
+    let check = try? Runner.captureBlocking(
+      executable: "/usr/bin/unshare", arguments: ["--mount", "--propagation", "private", "--", "/bin/sh", "-ec", script],
+      environment: ["DARKROOM": Runner.executable, "WORK": directory])
+    return check?.status == 0
   }()
 
   /// Runs `script` with `sh -e` in a new mount namespace, with `$DARKROOM` (the runner) and
   /// `$WORK` set, from the package folder.
-  static func run(_ script: String, work: String) throws -> Runner.Result {
-    try Runner.capture(
+  static func run(_ script: String, work: String) async throws -> Runner.Result {
+    try await Runner.capture(
       executable: "/usr/bin/unshare", arguments: ["--mount", "--propagation", "private", "--", "/bin/sh", "-ec", script],
       environment: ["DARKROOM": Runner.executable, "WORK": work])
   }
@@ -56,12 +60,12 @@ struct DiskFaultTests {
   }
 
   @Test("a disk cache on a full disk: stores fail with ENOSPC, every image still comes out, no partial file, hits are whole")
-  func fullCacheDisk() throws {
+  func fullCacheDisk() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     try FileManager.default.createDirectory(atPath: work + "/cache", withIntermediateDirectories: true)
     try Self.cachedPipeline(cache: work + "/cache/store", at: work + "/pipeline.json")
-    let run = try MountNamespace.run(
+    let run = try await MountNamespace.run(
       """
       mount -t tmpfs -o size=300k tmpfs "$WORK/cache"
       "$DARKROOM" run "$WORK/pipeline.json" Examples/images --output "$WORK/first" --events jsonl > "$WORK/first.jsonl"
@@ -98,17 +102,19 @@ struct DiskFaultTests {
   }
 
   @Test("outputs on a full disk fail with writeFailed (ENOSPC) and leave only whole files")
-  func fullOutputDisk() throws {
+  func fullOutputDisk() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     try FileManager.default.createDirectory(atPath: work + "/full", withIntermediateDirectories: true)
-    let reference = try Runner.run(["run", "Examples/pipelines/bench-fill.json", "Examples/images", "--output", work + "/roomy"])
+    let reference = try await Runner.run([
+      "run", "Examples/pipelines/bench-fill.json", "Examples/images", "--output", work + "/roomy",
+    ])
     #expect(reference.status == 0, "\(reference.stderr)")
     let roomy = MountNamespace.files(under: work + "/roomy")
     let sizes = try roomy.map { try Data(contentsOf: URL(fileURLWithPath: work + "/roomy/" + $0)).count }
     // Room for the smallest output and some of the next, never all of them.
     let room = sizes.min()! + sizes.max()! / 2
-    let run = try MountNamespace.run(
+    let run = try await MountNamespace.run(
       """
       mount -t tmpfs -o size=\(room) tmpfs "$WORK/full"
       status=0
@@ -133,13 +139,13 @@ struct DiskFaultTests {
   }
 
   @Test("a read-only cache directory is refused before anything runs; a read-only output directory fails each image")
-  func readOnly() throws {
+  func readOnly() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     try FileManager.default.createDirectory(atPath: work + "/cache", withIntermediateDirectories: true)
     try FileManager.default.createDirectory(atPath: work + "/out", withIntermediateDirectories: true)
     try Self.cachedPipeline(cache: work + "/cache/store", at: work + "/pipeline.json")
-    let run = try MountNamespace.run(
+    let run = try await MountNamespace.run(
       """
       mount -t tmpfs -o size=4m tmpfs "$WORK/cache"
       "$DARKROOM" run "$WORK/pipeline.json" Examples/images --output "$WORK/first" --quiet

@@ -14,9 +14,14 @@ struct FuzzReplayTests {
     return Runner.package.deletingLastPathComponent().appendingPathComponent("shared/corpus").path
   }
 
-  func replay(_ harness: String, _ paths: [String]) throws -> Runner.Result {
+  func replay(_ harness: String, _ paths: [String]) async throws -> Runner.Result {
+    let binary = Self.binary
+    return try await offPool { try Self.replayBlocking(binary, harness, paths) }
+  }
+
+  private static func replayBlocking(_ binary: String, _ harness: String, _ paths: [String]) throws -> Runner.Result {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: Self.binary)
+    process.executableURL = URL(fileURLWithPath: binary)
     process.arguments = [harness] + paths
     process.currentDirectoryURL = Runner.package
     let out = Pipe()
@@ -31,22 +36,22 @@ struct FuzzReplayTests {
   @Test(
     "each harness replays its seeds and the kept reproducers without a crash",
     arguments: ["json", "decode", "http", "cache", "imagetable", "disk"])
-  func replaySeeds(harness: String) throws {
+  func replaySeeds(harness: String) async throws {
     var seeds = ["Tests/FuzzRegressions/\(harness)"]
     switch harness {
     case "json": seeds += ["Examples/pipelines"]
     case "decode": seeds += [Self.corpus, "Examples/images"]
     default: seeds += ["Examples/images"]
     }
-    let result = try replay(harness, seeds)
+    let result = try await replay(harness, seeds)
     #expect(result.status == 0)
     let count = Int(result.stdout.split(separator: " ").dropFirst().first ?? "") ?? 0
     #expect(count > 0 && result.stdout.contains("no crash"), "\(result.stdout)")
   }
 
   @Test("the command-line fuzzer's kept reproducers (scripts/fuzz_cli.py) all end by themselves with a usage status")
-  func replayCommandLines() throws {
-    let result = try Runner.capture(
+  func replayCommandLines() async throws {
+    let result = try await Runner.capture(
       executable: "/usr/bin/env",
       arguments: ["python3", "scripts/fuzz_cli.py", Runner.executable, "--replay", "Tests/FuzzRegressions/cli"])
     #expect(result.status == 0, "\(result.stdout)\(result.stderr)")

@@ -7,49 +7,49 @@ struct InputListTests {
   static let pipeline = "Examples/pipelines/thumbnail.json"
 
   @Test("a line of up to 64 KiB is an input; a longer one is refused (exit 64) naming its line number")
-  func lineLimit() throws {
+  func lineLimit() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let list = folder + "/list.txt"
-    func listed(_ lines: [Data]) throws -> Runner.Result {
+    func listed(_ lines: [Data]) async throws -> Runner.Result {
       try Data(lines.joined()).write(to: URL(fileURLWithPath: list))
-      return try Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
+      return try await Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
     }
     let image = Data("Examples/images/rings.png\n".utf8)
     // 65,536 bytes and a CRLF: taken as a name (too long for a file, so that input fails).
     let longest = Data(repeating: UInt8(ascii: "x"), count: 65_536) + Data("\r\n".utf8)
-    let taken = try listed([image, longest])
+    let taken = try await listed([image, longest])
     #expect(taken.status == 1, "\(taken.stderr)")
     #expect(taken.stderr.contains("done 1, failed 1"), "\(taken.stderr)")
     let over = Data(repeating: UInt8(ascii: "x"), count: 65_537) + Data("\n".utf8)
-    let refused = try listed([image, image, over])
+    let refused = try await listed([image, image, over])
     #expect(refused.status == 64, "\(refused.stderr)")
     #expect(refused.stderr.contains("line 3 is longer than 65536 bytes"), "\(refused.stderr)")
     // One 60 MB line, without a line feed at its end.
-    let huge = try listed([image, Data(repeating: UInt8(ascii: "x"), count: 60_000_000)])
+    let huge = try await listed([image, Data(repeating: UInt8(ascii: "x"), count: 60_000_000)])
     #expect(huge.status == 64 && huge.stderr.contains("line 2 is longer than 65536 bytes"), "\(huge.stderr)")
   }
 
   @Test("a byte-order mark opening a list is not part of the first name")
-  func byteOrderMark() throws {
+  func byteOrderMark() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let list = folder + "/list.txt"
     try (Data([0xEF, 0xBB, 0xBF]) + Data("Examples/images/rings.png\nExamples/images/dunes.jpg\n".utf8))
       .write(to: URL(fileURLWithPath: list))
-    let run = try Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
+    let run = try await Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
     #expect(run.status == 0 && run.stderr.contains("done 2, failed 0"), "\(run.stderr)")
   }
 
   @Test("a 60 MB line on standard input is refused as it streams in: the runner ends before the line has arrived")
-  func longLineStreamed() throws {
+  func longLineStreamed() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let child = try StreamingChild.start(
       ["run", Self.pipeline, "--input-list", "-", "--output", folder + "/out"], feedingInput: true)
     let line = Data("Examples/images/rings.png\n".utf8) + Data(repeating: UInt8(ascii: "x"), count: 60_000_000)
-    let (sent, error) = child.send(line)
-    let result = child.finish()
+    let (sent, error) = await child.send(line)
+    let result = await child.finish()
     #expect(result.status == 64, "\(result.stderr)")
     #expect(result.stderr.contains("line 2 is longer than 65536 bytes"), "\(result.stderr)")
     // The runner stopped reading after 64 KiB of the line and went away: the rest could not be

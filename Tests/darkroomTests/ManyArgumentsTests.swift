@@ -7,9 +7,9 @@ import Testing
 @Suite("Many positional arguments", .serialized, .timeLimit(.minutes(5)))
 struct ManyArgumentsTests {
   @Test("validate takes 16,000 pipeline files, each checked once and in order")
-  func validateMany() throws {
+  func validateMany() async throws {
     let paths = (0..<16_000).map { $0 % 1_000 == 7 ? "missing-\($0).json" : "Examples/pipelines/thumbnail.json" }
-    let run = try Runner.run(["validate"] + paths)
+    let run = try await Runner.run(["validate"] + paths)
     #expect(run.status == 2, "\(run.stderr.suffix(500))")
     let valid = run.stdout.split(separator: "\n").filter { $0.hasPrefix("ok: Examples/pipelines/thumbnail.json") }
     let invalid = run.stderr.split(separator: "\n").filter { $0.hasPrefix("invalid: ") }
@@ -20,7 +20,7 @@ struct ManyArgumentsTests {
   }
 
   @Test("run takes 16,000 inputs with options between them and after --, and runs every one")
-  func runMany() throws {
+  func runMany() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let missing = (0..<16_000).map { "\(folder)/missing-\($0).jpg" }
@@ -31,7 +31,7 @@ struct ManyArgumentsTests {
     let arguments =
       ["run", "--output", folder + "/out", "--quiet", "Examples/pipelines/thumbnail.json"] + missing[0..<8_000]
       + ["--jobs", "1", "Examples/images/dunes.jpg"] + missing[8_000...] + ["--", "-dash.png"]
-    let run = try Runner.capture(
+    let run = try await Runner.capture(
       executable: "/usr/bin/env", arguments: ["-C", folder, Runner.executable] + arguments.map(absolute))
     #expect(run.status == 1)
     // One at a time (--jobs 1), so the failures come in the order the inputs were given.
@@ -45,7 +45,7 @@ struct ManyArgumentsTests {
   }
 
   @Test("grouped short options taking values (-oj OUT 1) and a flag between every two inputs: the parser's reading is kept")
-  func groupedAndInterleaved() throws {
+  func groupedAndInterleaved() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let missing = (0..<4_000).map { "\(folder)/missing-\($0).jpg" }
@@ -55,7 +55,7 @@ struct ManyArgumentsTests {
       if index % 2 == 1 { arguments.append("--recursive") }
     }
     arguments.append(Runner.package.path + "/Examples/images/dunes.jpg")
-    let run = try Runner.run(arguments)
+    let run = try await Runner.run(arguments)
     #expect(run.status == 1, "\(run.stderr.suffix(300))")
     let failed = run.stderr.split(separator: "\n").compactMap { line -> String? in
       guard line.hasPrefix("failed: "), let end = line.range(of: ": notFound") else { return nil }

@@ -10,7 +10,7 @@ import Testing
 @Suite("The runner at its boundaries", .serialized, .timeLimit(.minutes(3)))
 struct RunnerBoundaryTests {
   @Test("every number option that is not a number in range is a usage error (64) naming the option, never a crash or a hang")
-  func numberOptions() throws {
+  func numberOptions() async throws {
     let output = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: output) }
     let bad: [(option: String, values: [String])] = [
@@ -22,7 +22,7 @@ struct RunnerBoundaryTests {
     ]
     for (option, values) in bad {
       for value in values {
-        let run = try Runner.run([
+        let run = try await Runner.run([
           "run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output, "\(option)=\(value)",
         ])
         #expect(run.status == 64, "\(option)=\(value): status \(run.status), \(run.stderr)")
@@ -30,7 +30,7 @@ struct RunnerBoundaryTests {
       }
     }
     // The edges of each range are accepted.
-    let edges = try Runner.run([
+    let edges = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", "Examples/images/rings.png", "--output", output, "--timeout=86400",
       "--stage-timeout=fetch=0.001", "--stage-timeout=decode=86400", "--jobs=256", "--fetch-concurrency=1024", "--vips-threads=1",
     ])
@@ -39,7 +39,7 @@ struct RunnerBoundaryTests {
   }
 
   @Test("a closed or full stderr, or a stdout reader that goes away, never ends the batch or fails an image")
-  func closedStreams() throws {
+  func closedStreams() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     let cases: [(name: String, redirect: String, status: Int32)] = [
@@ -53,14 +53,14 @@ struct RunnerBoundaryTests {
       // One input fails (it does not exist), so the runner writes a failure line to stderr.
       let script =
         "\"$DARKROOM\" run Examples/pipelines/thumbnail.json Examples/images \"$WORK/missing.jpg\" --output \"\(output)\" \(item.redirect)"
-      let run = try Shell.run(script, work: work)
+      let run = try await Shell.run(script, work: work)
       #expect(run.status == item.status, "\(item.name): status \(run.status), \(run.stderr)")
       let written = (try? FileManager.default.contentsOfDirectory(atPath: output)) ?? []
       #expect(written.filter { $0.hasSuffix("-thumb.jpg") }.count == 4, "\(item.name): \(written)")
     }
     // `--events jsonl | head -1`: the reader leaves after one line; every image is still made.
     let output = work + "/head"
-    let piped = try Shell.run(
+    let piped = try await Shell.run(
       "\"$DARKROOM\" run Examples/pipelines/thumbnail.json Examples/images --output \"\(output)\" --events jsonl | head -1; echo \"status ${PIPESTATUS[0]}\" >&2",
       work: work)
     #expect(piped.stderr.contains("status 0"), "\(piped.stderr)")
@@ -70,12 +70,12 @@ struct RunnerBoundaryTests {
   }
 
   @Test("control characters in file names are shown escaped, never sent raw to the terminal")
-  func escapedNames() throws {
+  func escapedNames() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     let name = "evil\u{1B}]0;pwned\u{07}\u{1B}[2J\nforged line.jpg"
     FileManager.default.createFile(atPath: work + "/" + name, contents: Data("not an image".utf8))
-    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", work + "/" + name, "--output", work + "/out"])
+    let run = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", work + "/" + name, "--output", work + "/out"])
     #expect(run.status == 1)
     #expect(!run.stderr.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" }, "\(run.stderr.debugDescription)")
     #expect(run.stderr.contains("\\u{1b}]0;pwned"), "\(run.stderr.debugDescription)")
@@ -85,7 +85,7 @@ struct RunnerBoundaryTests {
   @Test(
     "SIGINT and SIGTERM: nothing new starts, what is in flight finishes, no temporary file is left, the summary counts what did not start"
   )
-  func stopSignals() throws {
+  func stopSignals() async throws {
     let work = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: work) }
     let inputs = work + "/in"
@@ -102,9 +102,9 @@ struct RunnerBoundaryTests {
       let child = try StreamingChild.start([
         "run", "Examples/pipelines/thumbnail.json", inputs, "--output", output, "--events", "jsonl", "--jobs", "1",
       ])
-      child.waitForLine { $0.contains("\"event\":\"finished\"") }
+      await child.waitForLine { $0.contains("\"event\":\"finished\"") }
       for _ in 0..<count { kill(child.process.processIdentifier, signal) }
-      let result = child.finish()
+      let result = await child.finish()
       #expect(result.status == status, "signal \(signal) ×\(count): \(result.stderr)")
       let written = (try? FileManager.default.contentsOfDirectory(atPath: output)) ?? []
       #expect(!written.contains { $0.hasSuffix(".tmp") }, "\(written)")
@@ -120,15 +120,15 @@ struct RunnerBoundaryTests {
 
 /// A shell script run with bash, with `$DARKROOM` and `$WORK` set, from the package folder.
 enum Shell {
-  static func run(_ script: String, work: String) throws -> Runner.Result {
-    try Runner.capture(
+  static func run(_ script: String, work: String) async throws -> Runner.Result {
+    try await Runner.capture(
       executable: "/bin/bash", arguments: ["-c", script], environment: ["DARKROOM": Runner.executable, "WORK": work])
   }
 }
 
 extension RunnerBoundaryTests {
   @Test("the time limit holds for a source with many variants: all of them end by it, not one after another")
-  func variantsKeepTheTimeLimit() throws {
+  func variantsKeepTheTimeLimit() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     // Each variant its own work (alike ones would share it): upscale, then encode slowly.
@@ -142,7 +142,7 @@ extension RunnerBoundaryTests {
     ).write(to: URL(fileURLWithPath: pipeline))
     let clock = ContinuousClock()
     let started = clock.now
-    let run = try Runner.run([
+    let run = try await Runner.run([
       "run", pipeline, "Examples/images/dunes.jpg", "--output", folder + "/out", "--timeout", "0.5", "--jobs", "1",
     ])
     let elapsed = clock.now - started
@@ -156,7 +156,7 @@ extension RunnerBoundaryTests {
 extension RunnerBoundaryTests {
   @Test(
     "an input list's lines end at a line feed only: a name holding U+2028, U+0085, VT or FF stays one input; a NUL is refused")
-  func inputListLines() throws {
+  func inputListLines() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let png = try Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/rings.png"))
@@ -166,13 +166,17 @@ extension RunnerBoundaryTests {
     try FileManager.default.createDirectory(atPath: folder + "/name.png", withIntermediateDirectories: true)
     let list = folder + "/list.txt"
     try Data((names.map { folder + "/" + $0 }.joined(separator: "\r\n") + "\n").utf8).write(to: URL(fileURLWithPath: list))
-    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "--input-list", list, "--output", folder + "/out"])
+    let run = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "--input-list", list, "--output", folder + "/out",
+    ])
     #expect(run.status == 0, "\(run.stderr)")
     #expect(run.stderr.contains("done 4, failed 0"), "\(run.stderr)")
     var withNUL = Data((folder + "/" + names[0]).utf8)
     withNUL.append(contentsOf: [0] + Array("/etc/passwd\n".utf8))
     try withNUL.write(to: URL(fileURLWithPath: list))
-    let refused = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "--input-list", list, "--output", folder + "/out2"])
+    let refused = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "--input-list", list, "--output", folder + "/out2",
+    ])
     #expect(refused.status == 64 && refused.stderr.contains("NUL"), "\(refused.stderr)")
   }
 }

@@ -30,12 +30,12 @@ struct RunnerOutputTests {
   }
 
   @Test("every distinct input gets its own output, whatever its name; the run says done N for N files written")
-  func distinctInputsDistinctOutputs() throws {
+  func distinctInputsDistinctOutputs() async throws {
     let (folder, files) = try collidingInputs()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     for pipeline in ["Examples/pipelines/thumbnail.json", "Examples/pipelines/avatar-sizes.json"] {
       let output = folder + "/out-" + (pipeline as NSString).lastPathComponent
-      let run = try Runner.run(["run", pipeline, folder + "/in", "--recursive", "--output", output])
+      let run = try await Runner.run(["run", pipeline, folder + "/in", "--recursive", "--output", output])
       #expect(run.status == 0, "\(run.stderr)")
       #expect(run.stderr.contains("done \(files.count), failed 0"), "\(run.stderr)")
       let written = try FileManager.default.contentsOfDirectory(atPath: output)
@@ -46,7 +46,7 @@ struct RunnerOutputTests {
   }
 
   @Test("a template that maps two inputs onto one file fails the second, counted in the summary; the first output stays")
-  func templateCollisionFails() throws {
+  func templateCollisionFails() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let pipeline = folder + "/fixed.json"
@@ -54,7 +54,7 @@ struct RunnerOutputTests {
       #"{"version": 1, "name": "fixed", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 40}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "one.{ext}"}]}"#
         .utf8
     ).write(to: URL(fileURLWithPath: pipeline))
-    let run = try Runner.run([
+    let run = try await Runner.run([
       "run", pipeline, "Examples/images/dunes.jpg", "Examples/images/rings.png", "--output", folder + "/out", "--jobs", "1",
     ])
     #expect(run.status == 1)
@@ -64,10 +64,10 @@ struct RunnerOutputTests {
   }
 
   @Test("an input given twice is run once")
-  func repeatedInputRunsOnce() throws {
+  func repeatedInputRunsOnce() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
-    let run = try Runner.run([
+    let run = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", "Examples/images",
       Runner.package.path + "/Examples/images/dunes.jpg", "--output", folder, "--events", "jsonl",
     ])
@@ -78,7 +78,7 @@ struct RunnerOutputTests {
   }
 
   @Test("a cache hit writes its output under its own input's name, however unusual, never under another's")
-  func cacheHitsKeepNames() throws {
+  func cacheHitsKeepNames() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     try FileManager.default.createDirectory(atPath: folder + "/in", withIntermediateDirectories: true)
@@ -90,8 +90,8 @@ struct RunnerOutputTests {
       try FileManager.default.copyItem(atPath: Runner.package.path + "/Examples/images/" + image, toPath: folder + "/in/" + name)
     }
     let inputs = names.map { folder + "/in/" + $0 }
-    func run(_ output: String) throws -> [String: Data] {
-      let result = try Runner.run(
+    func run(_ output: String) async throws -> [String: Data] {
+      let result = try await Runner.run(
         ["run", "Examples/pipelines/cached-thumbnail.json"] + inputs + ["--output", output, "--cache-dir", folder + "/cache"])
       #expect(result.status == 0, "\(result.stderr)")
       var contents: [String: Data] = [:]
@@ -100,8 +100,8 @@ struct RunnerOutputTests {
       }
       return contents
     }
-    let first = try run(folder + "/first")
-    let second = try run(folder + "/second")  // every image from the disk cache
+    let first = try await run(folder + "/first")
+    let second = try await run(folder + "/second")  // every image from the disk cache
     #expect(first.count == names.count)
     #expect(first == second)
   }
@@ -126,7 +126,7 @@ extension RunnerOutputTests {
     try Data(#"{"version": 1, "stages": [{"stage": "fetch", "allowHosts": ["127.0.0.1"], "retries": 0}]}"#.utf8).write(
       to: URL(fileURLWithPath: pipeline))
     let urls = ["/shell.php", "/photo.html", "/page.jpg", "/vector.jpg"].map { server.url($0) }
-    let run = try Runner.run(["run", pipeline] + urls + ["--output", folder + "/out", "--jobs", "1"])
+    let run = try await Runner.run(["run", pipeline] + urls + ["--output", folder + "/out", "--jobs", "1"])
     #expect(run.status == 1)
     #expect(run.stderr.contains("done 2, failed 2"), "\(run.stderr)")
     #expect(run.stderr.contains("unsupportedFormat"), "\(run.stderr)")
@@ -136,7 +136,7 @@ extension RunnerOutputTests {
 
 extension RunnerOutputTests {
   @Test("file names that are not UTF-8, or whose output name passes 255 bytes, fail with the right code and say why")
-  func unusualFileNames() throws {
+  func unusualFileNames() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let inputs = folder + "/in"
@@ -155,7 +155,7 @@ extension RunnerOutputTests {
     try png.write(to: URL(fileURLWithPath: inputs + "/" + long + ".png"))
     let fits = String(repeating: "n", count: 240)
     try png.write(to: URL(fileURLWithPath: inputs + "/" + fits + ".png"))
-    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
+    let run = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
     #expect(run.status == 1)
     #expect(run.stderr.contains("done 1, failed 2"), "\(run.stderr)")
     #expect(run.stderr.contains("invalidInput: the file name is not valid UTF-8"), "\(run.stderr)")
@@ -166,7 +166,7 @@ extension RunnerOutputTests {
 
 extension RunnerOutputTests {
   @Test("cache purge finds a file's entries however its path is spelled (relative, absolute, with ..)")
-  func purgeByAnySpelling() throws {
+  func purgeByAnySpelling() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let pipeline = "Examples/pipelines/cached-thumbnail.json"
@@ -175,9 +175,9 @@ extension RunnerOutputTests {
       "Examples/images/rings.png", Runner.package.path + "/Examples/images/rings.png", "./Examples/pipelines/../images/rings.png",
     ]
     for (index, spelling) in spellings.enumerated() {
-      let run = try Runner.run(["run", pipeline, "Examples/images/rings.png", "--output", folder + "/out"] + cache)
+      let run = try await Runner.run(["run", pipeline, "Examples/images/rings.png", "--output", folder + "/out"] + cache)
       #expect(run.status == 0, "\(run.stderr)")
-      let purge = try Runner.run(["cache", "purge", pipeline, spelling] + cache)
+      let purge = try await Runner.run(["cache", "purge", pipeline, spelling] + cache)
       #expect(purge.stdout.contains(": 1 entry removed"), "spelling \(index): \(purge.stdout)\(purge.stderr)")
     }
   }
@@ -187,7 +187,7 @@ extension RunnerOutputTests {
   @Test(
     "variants (or pipelines sharing a cache) that differ only in a background colour get their own colour, in flight and from the cache"
   )
-  func backgroundIsPartOfTheWork() throws {
+  func backgroundIsPartOfTheWork() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     // center pads the 300×300 box; the encode background flattens nothing here (no alpha).
@@ -207,7 +207,7 @@ extension RunnerOutputTests {
     }
     for round in 0..<2 {  // the second round is answered by the cache
       let output = folder + "/out\(round)"
-      let run = try Runner.run(["run", pipeline, folder + "/small.png", "--output", output])
+      let run = try await Runner.run(["run", pipeline, folder + "/small.png", "--output", output])
       #expect(run.status == 0, "\(run.stderr)")
       #expect(try corner(output + "/small-red.png") == [255, 0, 0], "round \(round)")
       #expect(try corner(output + "/small-green.png") == [0, 255, 0], "round \(round)")
@@ -217,7 +217,7 @@ extension RunnerOutputTests {
 
 extension RunnerOutputTests {
   @Test("a name made unique with a digest never equals another input's own name")
-  func madeNamesStayUnique() throws {
+  func madeNamesStayUnique() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let inputs = folder + "/in"
@@ -226,12 +226,12 @@ extension RunnerOutputTests {
     try FileManager.default.copyItem(atPath: images + "dunes.jpg", toPath: inputs + "/a.jpg")
     try FileManager.default.copyItem(atPath: images + "dunes.jpg", toPath: inputs + "/a.JPG")
     // a.jpg and a.JPG differ only by case: both get a digest; a third input is named like one.
-    let first = try Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/probe"])
+    let first = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/probe"])
     #expect(first.status == 0, "\(first.stderr)")
     let made = try FileManager.default.contentsOfDirectory(atPath: folder + "/probe").sorted()
     let madeStem = try #require(made.first?.replacingOccurrences(of: "-thumb.jpg", with: ""))
     try FileManager.default.copyItem(atPath: images + "rings.png", toPath: inputs + "/" + madeStem + ".png")
-    let run = try Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
+    let run = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", inputs, "--output", folder + "/out"])
     #expect(run.status == 0, "\(run.stderr)")
     #expect(run.stderr.contains("done 3, failed 0"), "\(run.stderr)")
     #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/out").count == 3)

@@ -15,14 +15,15 @@ struct RunnerRefusalTests {
   static let permissionsHold: [String]? = {
     if geteuid() != 0 { return [] }
     let setpriv = ["/usr/bin/setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
-    let check = try? Runner.capture(executable: setpriv[0], arguments: Array(setpriv.dropFirst()) + ["/bin/true"])
+    let check = try? Runner.captureBlocking(
+      executable: setpriv[0], arguments: Array(setpriv.dropFirst()) + ["/bin/true"], environment: [:])
     return check?.status == 0 ? setpriv : nil
   }()
 
   @Test(
     "a folder that cannot be read (mode 000) fails as accessDenied saying so, counted; the other inputs run",
     .enabled(if: permissionsHold != nil, "as root, only with setpriv able to drop the permission override"))
-  func unreadableFolder() throws {
+  func unreadableFolder() async throws {
     let folder = try Runner.temporaryDirectory()
     let locked = folder + "/locked"
     let inner = folder + "/tree/inner"
@@ -41,21 +42,21 @@ struct RunnerRefusalTests {
     let prefix = try #require(Self.permissionsHold)
     let command = prefix + [Runner.executable, "run", "Examples/pipelines/thumbnail.json"]
     let arguments = [locked, folder + "/tree", "--recursive", "--output", folder + "/out"]
-    let run = try Runner.capture(executable: command[0], arguments: Array(command.dropFirst()) + arguments)
+    let run = try await Runner.capture(executable: command[0], arguments: Array(command.dropFirst()) + arguments)
     #expect(run.status == 1, "\(run.stderr)")
     #expect(run.stderr.contains("failed: \(locked): accessDenied: cannot read the folder: Permission denied"), "\(run.stderr)")
     #expect(run.stderr.contains("failed: \(inner): accessDenied: cannot read the folder: Permission denied"), "\(run.stderr)")
     #expect(run.stderr.contains("done 1, failed 2"), "\(run.stderr)")
     #expect(!run.stderr.contains("hold no image files"), "\(run.stderr)")
     // Alone, it is still a failure that says why, not "no inputs".
-    let alone = try Runner.capture(
+    let alone = try await Runner.capture(
       executable: command[0], arguments: Array(command.dropFirst()) + [locked, "--output", folder + "/out"])
     #expect(alone.status == 1 && alone.stderr.contains("Permission denied"), "\(alone.stderr)")
     #expect(alone.stderr.contains("error: no input can be run"), "\(alone.stderr)")
   }
 
   @Test("an image table locked by another process: exit 75 saying so, not an invalid pipeline; the run after it works")
-  func lockedImageTable() throws {
+  func lockedImageTable() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let pipeline = folder + "/tabled.json"
@@ -67,7 +68,7 @@ struct RunnerRefusalTests {
       """#.utf8
     ).write(to: URL(fileURLWithPath: pipeline))
     let run = ["run", pipeline, "Examples/images/rings.png", "--output", folder + "/out", "--cache-dir", folder + "/cache"]
-    let first = try Runner.run(run)
+    let first = try await Runner.run(run)
     #expect(first.status == 0, "\(first.stderr)")
     let tables = try FileManager.default.subpathsOfDirectory(atPath: folder + "/cache").filter { $0.hasSuffix(".imagetable") }
     let table = folder + "/cache/" + (try #require(tables.first))
@@ -77,13 +78,13 @@ struct RunnerRefusalTests {
     defer { close(holder) }
     #expect(flock(holder, LOCK_EX | LOCK_NB) == 0)
     for arguments in [run, ["cache", "stats", pipeline, "--cache-dir", folder + "/cache"]] {
-      let locked = try Runner.run(arguments)
+      let locked = try await Runner.run(arguments)
       #expect(locked.status == 75, "\(arguments[0]): \(locked.stderr)")
       #expect(locked.stderr.contains("is locked by another process"), "\(locked.stderr)")
       #expect(!locked.stderr.contains("invalid pipeline"), "\(locked.stderr)")
     }
     flock(holder, LOCK_UN)
-    let after = try Runner.run(run)
+    let after = try await Runner.run(run)
     #expect(after.status == 0, "\(after.stderr)")
   }
 }

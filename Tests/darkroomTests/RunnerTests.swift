@@ -24,12 +24,17 @@ struct Runner {
     var stderr: String
   }
 
-  static func run(_ arguments: [String]) throws -> Result {
-    try capture(executable: executable, arguments: arguments)
+  static func run(_ arguments: [String]) async throws -> Result {
+    try await capture(executable: executable, arguments: arguments)
   }
 
-  /// Runs a program from the package folder and collects its exit status and both outputs.
-  static func capture(executable: String, arguments: [String], environment: [String: String] = [:]) throws -> Result {
+  /// Runs a program from the package folder and collects its exit status and both outputs; the
+  /// waiting is done on a thread of its own (``offPool(_:)``).
+  static func capture(executable: String, arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+    try await offPool { try captureBlocking(executable: executable, arguments: arguments, environment: environment) }
+  }
+
+  static func captureBlocking(executable: String, arguments: [String], environment: [String: String]) throws -> Result {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
@@ -65,6 +70,23 @@ struct Runner {
   }
 }
 
+/// Runs blocking work (waiting for a child process, writing to its input) on a thread of its own,
+/// so that a test never holds a thread of the cooperative pool while it waits: Swift Testing runs
+/// tests on that pool, which has one thread a core, and two runner tests waiting on 2 cores
+/// stalled every other test of the process until their operations timed out.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+  try await withCheckedThrowingContinuation { continuation in
+    Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+  }
+}
+
+/// ``offPool(_:)`` for work that cannot fail.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    Thread.detachNewThread { continuation.resume(returning: body()) }
+  }
+}
+
 /// A value handed from a reader thread.
 final class Locked<Value: Sendable>: @unchecked Sendable {
   private let lock = NSLock()
@@ -77,13 +99,13 @@ final class Locked<Value: Sendable>: @unchecked Sendable {
 @Suite("The darkroom runner", .serialized)
 struct RunnerTests {
   @Test("the demo pipelines produce real thumbnails")
-  func demo() throws {
+  func demo() async throws {
     let output = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: output) }
-    let thumbs = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output])
+    let thumbs = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output])
     #expect(thumbs.status == 0, "\(thumbs.stderr)")
     #expect(thumbs.stderr.contains("done 4, failed 0"))
-    let avatars = try Runner.run([
+    let avatars = try await Runner.run([
       "run", "Examples/pipelines/avatar.json", "Examples/images", "--output", output, "--events", "jsonl",
     ])
     #expect(avatars.status == 0, "\(avatars.stderr)")
@@ -107,10 +129,10 @@ struct RunnerTests {
   }
 
   @Test("variants: every source written as {name}-{variant}.{ext}, decoded once for all its variants")
-  func variants() throws {
+  func variants() async throws {
     let output = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: output) }
-    let run = try Runner.run([
+    let run = try await Runner.run([
       "run", "Examples/pipelines/avatar-sizes.json", "Examples/images", "--output", output, "--events", "jsonl",
     ])
     #expect(run.status == 0, "\(run.stderr)")
@@ -124,30 +146,30 @@ struct RunnerTests {
   }
 
   @Test("--stage-timeout bounds one kind of stage (fused stages by the sum of their parts) and is checked")
-  func stageTimeouts() throws {
+  func stageTimeouts() async throws {
     let output = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: output) }
-    let stuck = try Runner.run([
+    let stuck = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", "--output", output,
       "--stage-timeout", "decode=0.000001", "--stage-timeout", "resize=0.000001",
     ])
     #expect(stuck.status == 1)
     #expect(stuck.stderr.contains("timedOut: stage \"decode+resize\" took longer than its"), "\(stuck.stderr)")
-    let roomy = try Runner.run([
+    let roomy = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", "--output", output, "--stage-timeout", "decode=30",
     ])
     #expect(roomy.status == 0, "\(roomy.stderr)")  // resize has no limit: the fused stage has none
-    let wrong = try Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images", "--stage-timeout", "fetch"])
+    let wrong = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", "Examples/images", "--stage-timeout", "fetch"])
     #expect(wrong.status == 64 && wrong.stderr.contains("KIND=SECONDS"))
   }
 
   @Test("JSON Lines events: every operation has started, stages, willFinish and exactly one terminal event")
-  func eventStream() throws {
+  func eventStream() async throws {
     let output = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: output) }
     let bogus = (output as NSString).appendingPathComponent("not-an-image.jpg")
     try Data("plain text".utf8).write(to: URL(fileURLWithPath: bogus))
-    let result = try Runner.run([
+    let result = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", bogus, "--output", output, "--events", "jsonl",
     ])
     #expect(result.status == 1)
@@ -173,28 +195,28 @@ struct RunnerTests {
   }
 
   @Test("an invalid pipeline file exits 2 with a message that says where")
-  func invalidPipeline() throws {
+  func invalidPipeline() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let file = (folder as NSString).appendingPathComponent("bad.json")
     try Data(#"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "resize", "width": -5}]}"#.utf8).write(
       to: URL(fileURLWithPath: file))
-    let run = try Runner.run(["run", file, "Examples/images", "--output", folder])
+    let run = try await Runner.run(["run", file, "Examples/images", "--output", folder])
     #expect(run.status == 2)
     #expect(run.stderr.contains("stages[1].width: expected a positive integer, got -5"))
-    let validate = try Runner.run(["validate", file, "Examples/pipelines/thumbnail.json"])
+    let validate = try await Runner.run(["validate", file, "Examples/pipelines/thumbnail.json"])
     #expect(validate.status == 2)
     #expect(validate.stdout.contains("ok: Examples/pipelines/thumbnail.json"))
     #expect(validate.stderr.contains("invalid: \(file): stages[1].width"))
-    let usage = try Runner.run(["run", file])
+    let usage = try await Runner.run(["run", file])
     #expect(usage.status == 64)
   }
 
   @Test("bad inputs fail with their codes; the exit status is 1; nothing partial is written")
-  func badInputs() throws {
+  func badInputs() async throws {
     let output = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: output) }
-    let result = try Runner.run([
+    let result = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", "does/not/exist.jpg", "--root", "Examples", "Examples/images/dunes.jpg",
       "/etc/hostname",
       "--output", output,
@@ -207,7 +229,7 @@ struct RunnerTests {
   }
 
   @Test("a pipeline ending with encode gets written into --output and its events name the file")
-  func encodeOnlyPipeline() throws {
+  func encodeOnlyPipeline() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let file = (folder as NSString).appendingPathComponent("small.json")
@@ -216,7 +238,7 @@ struct RunnerTests {
         .utf8
     ).write(to: URL(fileURLWithPath: file))
     let output = (folder as NSString).appendingPathComponent("out")
-    let result = try Runner.run(["run", file, "Examples/images/checker.webp", "--output", output, "--events", "jsonl"])
+    let result = try await Runner.run(["run", file, "Examples/images/checker.webp", "--output", output, "--events", "jsonl"])
     #expect(result.status == 0, "\(result.stderr)")
     let finished = try result.stdout.split(separator: "\n").map { try JSONParser.parse(String($0)) }.filter {
       $0["event"] == "finished"
@@ -229,7 +251,7 @@ struct RunnerTests {
   }
 
   @Test("a pipeline file's fetch root narrows --root and never widens it")
-  func rootsNarrow() throws {
+  func rootsNarrow() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let file = (folder as NSString).appendingPathComponent("wide.json")
@@ -237,7 +259,9 @@ struct RunnerTests {
       #"{"version": 1, "stages": [{"stage": "fetch", "root": "/"}, {"stage": "decode"}, {"stage": "encode", "format": "png"}]}"#
         .utf8
     ).write(to: URL(fileURLWithPath: file))
-    let result = try Runner.run(["run", file, "Examples/images/checker.webp", "--root", "Examples/pipelines", "--output", folder])
+    let result = try await Runner.run([
+      "run", file, "Examples/images/checker.webp", "--root", "Examples/pipelines", "--output", folder,
+    ])
     #expect(result.status == 1)
     #expect(result.stderr.contains("accessDenied"))
   }
@@ -260,7 +284,7 @@ struct RunnerTests {
     try Data("# remote images\n\(server.url("/dunes.jpg"))\n\n\(server.url("/gone.jpg"))\n".utf8).write(
       to: URL(fileURLWithPath: list))
     let output = (folder as NSString).appendingPathComponent("out")
-    let result = try Runner.run(["run", pipeline, "--input-list", list, "--fetch-concurrency", "1", "--output", output])
+    let result = try await Runner.run(["run", pipeline, "--input-list", list, "--fetch-concurrency", "1", "--output", output])
     #expect(result.status == 1)
     #expect(result.stderr.contains("httpStatus: the server answered 404"))
     #expect(try FileManager.default.contentsOfDirectory(atPath: output) == ["dunes.jpg"])
@@ -268,15 +292,15 @@ struct RunnerTests {
   }
 
   @Test("stages and schema describe the registry")
-  func stagesAndSchema() throws {
-    let stages = try Runner.run(["stages"])
+  func stagesAndSchema() async throws {
+    let stages = try await Runner.run(["stages"])
     #expect(stages.status == 0)
     for kind in ["fetch", "decode", "crop", "resize", "encode", "write"] { #expect(stages.stdout.contains("\(kind): ")) }
-    let schema = try Runner.run(["schema"])
+    let schema = try await Runner.run(["schema"])
     #expect(schema.status == 0)
     let parsed = try JSONParser.parse(schema.stdout)
     #expect(parsed["title"] == "Darkroom pipeline")
-    let markdown = try Runner.run(["stages", "--markdown"])
+    let markdown = try await Runner.run(["stages", "--markdown"])
     let committed = try String(contentsOf: Runner.package.appendingPathComponent("Docs/Stages.md"), encoding: .utf8)
     #expect(markdown.stdout == committed, "Docs/Stages.md is stale: run make docs-stages")
   }

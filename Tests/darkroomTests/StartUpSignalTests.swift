@@ -9,7 +9,7 @@ extension RunnerBoundaryTests {
   @Test(
     "a SIGTERM during start-up (while the input list is read from a writer that stays open) stops in order: summary, exit 143"
   )
-  func signalDuringStartUp() throws {
+  func signalDuringStartUp() async throws {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let child = try StreamingChild.start(
@@ -19,11 +19,11 @@ extension RunnerBoundaryTests {
     let count = 100_000
     let list = Data((0..<count).map { "\(folder)/in/\($0).jpg\n" }.joined().utf8)
     let split = list.index(list.startIndex, offsetBy: 4 << 20)
-    #expect(child.send(list[..<split]).error == nil)
+    #expect(await child.send(list[..<split]).error == nil)
     kill(child.process.processIdentifier, SIGTERM)
     // The rest is never sent and standard input stays open: the signal alone ends the reading (a
     // read blocked on a writer that neither writes nor closes waited for it before).
-    let result = child.finishWithInputOpen()
+    let result = await child.finishWithInputOpen()
     #expect(result.status == 143, "\(result.stderr)")
     #expect(result.stderr.contains("stopping: no new images start"), "\(result.stderr)")
     // Whole lines only, and none past what was sent.

@@ -42,15 +42,24 @@ final class StreamingChild: @unchecked Sendable {
   }
 
   /// Waits until a line of stdout satisfying `predicate` has arrived (or stdout ended).
-  func waitForLine(_ predicate: (String) -> Bool) { out.wait(for: predicate) }
+  func waitForLine(_ predicate: @escaping @Sendable (String) -> Bool) async {
+    await offPool { [out] in out.wait(for: predicate) }
+  }
 
   /// Waits until a line of stderr satisfying `predicate` has arrived (or stderr ended).
-  func waitForErrorLine(_ predicate: (String) -> Bool) { err.wait(for: predicate) }
+  func waitForErrorLine(_ predicate: @escaping @Sendable (String) -> Bool) async {
+    await offPool { [err] in err.wait(for: predicate) }
+  }
 
   /// Writes `data` to the child's standard input, blocking while its buffer is full (so when this
   /// returns, the child has read all but a buffer's worth); how much was written, and the error
   /// (`EPIPE`, `ECONNRESET`) that stopped it when the child went away first.
-  func send(_ data: Data) -> (sent: Int, error: Int32?) {
+  func send(_ data: Data) async -> (sent: Int, error: Int32?) {
+    let input = input
+    return await offPool { Self.send(data, to: input) }
+  }
+
+  private static func send(_ data: Data, to input: Int32) -> (sent: Int, error: Int32?) {
     data.withUnsafeBytes { bytes in
       guard let base = bytes.baseAddress else { return (0, nil) }
       var sent = 0
@@ -74,7 +83,11 @@ final class StreamingChild: @unchecked Sendable {
 
   /// Waits for the child to end by itself, its standard input still open (a writer that neither
   /// writes nor closes), then closes it.
-  func finishWithInputOpen() -> Runner.Result {
+  func finishWithInputOpen() async -> Runner.Result {
+    await offPool { self.finishWithInputOpenBlocking() }
+  }
+
+  private func finishWithInputOpenBlocking() -> Runner.Result {
     let stdout = out.finish()
     let stderr = err.finish()
     process.waitUntilExit()
@@ -82,7 +95,11 @@ final class StreamingChild: @unchecked Sendable {
     return Runner.Result(status: process.terminationStatus, stdout: stdout, stderr: stderr)
   }
 
-  func finish() -> Runner.Result {
+  func finish() async -> Runner.Result {
+    await offPool { self.finishBlocking() }
+  }
+
+  private func finishBlocking() -> Runner.Result {
     closeInput()
     let stdout = out.finish()
     let stderr = err.finish()
