@@ -341,7 +341,7 @@ static void dr_free_raster(VipsImage *image, void *raster) {
 }
 
 // What the RGBA raster of a TIFF should become: its bands (grey or colour, with or without
-// alpha) and whether libtiff premultiplied an unassociated alpha into the colours.
+// alpha) and whether its colours are premultiplied by that alpha.
 typedef struct {
   int grey, alpha, premultiplied;
 } DrTiffLayout;
@@ -358,13 +358,15 @@ static DrTiffLayout dr_tiff_layout(TIFF *tiff) {
     // unassociated premultiplied, unspecified as associated when there are colour samples too.
     layout.alpha = types[0] == EXTRASAMPLE_ASSOCALPHA || types[0] == EXTRASAMPLE_UNASSALPHA ||
                    (types[0] == EXTRASAMPLE_UNSPECIFIED && samples > 3);
-    layout.premultiplied = types[0] == EXTRASAMPLE_UNASSALPHA;
+    // The RGBA reader hands back premultiplied colours either way (an associated alpha as stored,
+    // an unassociated one multiplied in); libvips gives both unpremultiplied, so they are undone.
+    layout.premultiplied = layout.alpha;
   }
   return layout;
 }
 
-// Undoes the premultiplication libtiff applied to an unassociated alpha (rounded; colours under
-// a small alpha keep what precision is left).
+// Undoes the premultiplication of the raster's colours (rounded; colours under a small alpha
+// keep what precision is left).
 static void dr_tiff_unpremultiply(unsigned char *rgba, size_t pixels) {
   for (size_t i = 0; i < pixels; i++) {
     unsigned char *p = rgba + i * 4;

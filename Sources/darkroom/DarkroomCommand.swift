@@ -32,6 +32,15 @@ struct DarkroomCommand: AsyncParsableCommand {
       }
     #endif
     Terminal.ignoreBrokenPipes()
+    Terminal.openClosedStandardStreams()
+    // Swift repairs an argument that is not UTF-8 with U+FFFD, which can name another file that
+    // exists (`a\xFF.png` would run `a\u{FFFD}.png`): such a command line is refused instead.
+    if let bad = Terminal.firstArgumentNotUTF8() {
+      Terminal.error(
+        "error: argument \(bad) is not valid UTF-8; give such files through a folder (names are read as bytes there) or rename them"
+      )
+      exit(withError: ExitCode.validationFailure)
+    }
     let arguments = Array(CommandLine.arguments.dropFirst())
     // A run stops in order on SIGINT and SIGTERM from here on: a signal while the command line
     // is parsed, the pipeline loaded or the inputs listed still ends with the summary.

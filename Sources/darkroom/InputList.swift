@@ -119,7 +119,12 @@ enum InputList {
       }
       // A byte-order mark opening the list (as some editors save) is not part of the first name.
       if lineNumber == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) { line.removeFirst(3) }
-      let entry = String(decoding: line, as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+      guard let text = String(validating: line, as: UTF8.self) else {
+        // Decoded with repairs, the name could be another file's (U+FFFD in place of the bytes).
+        problem = Failure(description: "line \(lineNumber) is not valid UTF-8; list such files by a folder, or rename them")
+        return
+      }
+      let entry = text.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
       if !entry.isEmpty && !entry.hasPrefix("#") { entries.append(entry) }
     }
 

@@ -37,6 +37,27 @@ enum Terminal {
 
   static var stderrIsTerminal: Bool { isatty(2) == 1 }
 
+  /// Opens `/dev/null` on any of descriptors 0, 1 and 2 that is closed (`<&-`, `2>&-`), so that no
+  /// file the run opens later gets one of them: the stop signals' pipe became standard input and
+  /// the list reader waited on it for ever, and an output opened as descriptor 2 would take the
+  /// error messages. Called first thing.
+  static func openClosedStandardStreams() {
+    for descriptor in Int32(0)...2 where fcntl(descriptor, F_GETFD) == -1 && errno == EBADF {
+      let opened = open("/dev/null", O_RDWR)
+      if opened >= 0, opened != descriptor { close(opened) }  // someone else's race: leave it
+    }
+  }
+
+  /// The position (1 = the first after the program) of the first argument that is not valid
+  /// UTF-8, read from the raw `argv`.
+  static func firstArgumentNotUTF8() -> Int? {
+    for index in 1..<Int(CommandLine.argc) {
+      guard let raw = CommandLine.unsafeArgv[index] else { continue }
+      if String(validatingCString: raw) == nil { return index }
+    }
+    return nil
+  }
+
   /// Makes a write to a closed pipe fail with `EPIPE` instead of killing the process; called once
   /// at start.
   static func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }

@@ -44,6 +44,14 @@ struct HeldImageTests {
     #expect(decodeError(honest, "honest.heic")?.code != .imageTooLarge)
   }
 
+  @Test("a HEIC's NAL units are also walked with 4-byte lengths, what libheif reads whatever hvcC declares")
+  func heicLengthSize() throws {
+    let lying = HostileFiles.heic(ispe: (64, 48), sps: (8192, 8192), inData: true, declaredLengthSize: 2)
+    let declared = try #require(HEIFDeclaration(ImageBytes(lying)))
+    #expect(declared.width == 8192 && declared.height == 8192)
+    #expect(decodeError(lying, "short-lengths.heic", maxPixels: 1_000_000)?.code == .imageTooLarge)
+  }
+
   @Test("a decoy idat box cannot hide the sequence header of an item stored in meta's idat")
   func avifDecoyIDAT() throws {
     let lying = HostileFiles.avif(ispe: (64, 48), sequence: (65272, 8707), inIDAT: true)

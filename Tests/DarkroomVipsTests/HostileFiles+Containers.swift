@@ -132,10 +132,13 @@ extension HostileFiles {
   /// A minimal HEIC: one `hvc1` item whose `ispe` says `ispe`, with an HEVC sequence parameter set
   /// declaring `sps` in the `hvcC` configuration, or in the item's data when `inData`. No picture
   /// follows: only the headers are real.
-  static func heic(ispe: (Int, Int), sps: (Int, Int), inData: Bool = false) -> Data {
+  static func heic(ispe: (Int, Int), sps: (Int, Int), inData: Bool = false, declaredLengthSize: Int = 4) -> Data {
     let unit = spsNAL(width: sps.0, height: sps.1)
     let delimiter = Data([0x46, 0x01, 0x50])  // an access unit delimiter
-    var configuration = Data([1, 0x01, 0x60, 0, 0, 0, 0x90, 0, 0, 0, 0, 0, 90, 0xF0, 0x00, 0xFC, 0xFD, 0xF8, 0xF8, 0, 0, 0x0F])
+    var configuration = Data([
+      1, 0x01, 0x60, 0, 0, 0, 0x90, 0, 0, 0, 0, 0, 90, 0xF0, 0x00, 0xFC, 0xFD, 0xF8, 0xF8, 0, 0,
+      0x0C | UInt8(declaredLengthSize - 1),
+    ])
     configuration.append(inData ? 0 : 1)
     if !inData { configuration += Data([0xA1]) + be16(1) + be16(unit.count) + unit }
     let itemData = be32(delimiter.count) + delimiter + (inData ? be32(unit.count) + unit : Data())
@@ -185,7 +188,8 @@ extension HostileFiles {
   /// (`pixels`: interleaved, `samples` bytes a pixel) are stored separately in `tile`-sized tiles;
   /// grey when `samples` is 1 or 2, the last sample an unassociated alpha when `samples` is 2 or 4.
   static func planarTiledTIFF(
-    width: Int, height: Int, samples: Int, tile: Int = 16, orientation: Int = 1, pixels: [UInt8]
+    width: Int, height: Int, samples: Int, tile: Int = 16, orientation: Int = 1, associatedAlpha: Bool = false,
+    pixels: [UInt8]
   ) -> Data {
     let across = (width + tile - 1) / tile
     let down = (height + tile - 1) / tile
@@ -209,7 +213,7 @@ extension HostileFiles {
       (262, 3, [samples >= 3 ? 2 : 1]), (274, 3, [orientation]), (277, 3, [samples]), (284, 3, [2]), (322, 4, [tile]),
       (323, 4, [tile]), (324, 4, []), (325, 4, Array(repeating: tile * tile, count: tiles.count)),
     ]
-    if alpha { entries.append((338, 3, [2])) }
+    if alpha { entries.append((338, 3, [associatedAlpha ? 1 : 2])) }
     // Layout: header, IFD, out-of-line values, tiles.
     let ifdSize = 2 + 12 * entries.count + 4
     func size(_ entry: (tag: Int, type: Int, values: [Int])) -> Int { entry.values.count * (entry.type == 3 ? 2 : 4) }

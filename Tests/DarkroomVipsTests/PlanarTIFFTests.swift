@@ -53,6 +53,15 @@ struct PlanarTIFFTests {
     #expect(worst <= 0, "a sample differs by \(worst) beyond the premultiplication's rounding")
   }
 
+  @Test("an associated (premultiplied) alpha comes out unpremultiplied, as libvips gives a contiguous TIFF")
+  func associatedAlpha() throws {
+    let stored: [UInt8] = Array([100, 50, 20, 128].repeated(16 * 16).joined())
+    let decoded = try decode(
+      HostileFiles.planarTiledTIFF(width: 16, height: 16, samples: 4, associatedAlpha: true, pixels: stored), "assoc.tif")
+    let pixel = try decoded.image.pixel(x: 3, y: 5)
+    #expect(zip(pixel, [199, 99, 39, 128]).allSatisfy { abs(Int($0) - $1) <= 1 }, "\(pixel)")
+  }
+
   @Test("the orientation tag is applied like any TIFF's (6: turned a quarter)")
   func orientation() throws {
     let source = Self.pixels(width: 37, height: 23, samples: 3)
@@ -62,4 +71,9 @@ struct PlanarTIFFTests {
     // Orientation 6: the stored first row becomes the last column, top to bottom.
     #expect(try turned.image.pixel(x: 22, y: 0) == Array(source[0..<3]))
   }
+}
+
+extension Array {
+  /// The array `count` times over, for building pixel data.
+  fileprivate func repeated(_ count: Int) -> [[Element]] { [[Element]](repeating: self, count: count) }
 }

@@ -58,3 +58,34 @@ struct InputListTests {
     #expect(sent < line.count / 4, "\(sent) bytes sent")
   }
 }
+
+extension InputListTests {
+  @Test("names that are not UTF-8 are refused, never repaired into another file's name: arguments and list lines")
+  func notUTF8() async throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    // `a\u{FFFD}.png` exists: the repaired spelling of `a\xFF.png` must not reach it.
+    try FileManager.default.copyItem(
+      atPath: Runner.package.path + "/Examples/images/rings.png", toPath: folder + "/a\u{FFFD}.png")
+    let argument = try await Shell.run(
+      "\"$DARKROOM\" run Examples/pipelines/thumbnail.json \"$WORK/$(printf 'a\\377.png')\" --output \"$WORK/out\"", work: folder)
+    #expect(argument.status == 64, "\(argument.stderr)")
+    #expect(argument.stderr.contains("argument 3 is not valid UTF-8"), "\(argument.stderr)")
+    let list = folder + "/list.txt"
+    try (Data((folder + "/a").utf8) + Data([0xFF]) + Data(".png\n".utf8)).write(to: URL(fileURLWithPath: list))
+    let listed = try await Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
+    #expect(listed.status == 64, "\(listed.stderr)")
+    #expect(listed.stderr.contains("line 1 is not valid UTF-8"), "\(listed.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: folder + "/out"))
+  }
+
+  @Test("an input list on a closed standard input ends at once as an empty list, with no hang")
+  func closedStandardInput() async throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let run = try await Shell.run(
+      "exec \"$DARKROOM\" run Examples/pipelines/thumbnail.json --input-list - --output \"$WORK/out\" <&-", work: folder)
+    #expect(run.status == 1, "\(run.stderr)")
+    #expect(run.stderr.contains("the input list is empty"), "\(run.stderr)")
+  }
+}

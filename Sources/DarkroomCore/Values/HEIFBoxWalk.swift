@@ -50,7 +50,8 @@ struct HEIFBoxWalk {
         let ranges = parts.compactMap { fileRange($0, idat: alternative) }
         if av1Items.contains(item) { walkOBUs(ranges) }
         if hevcItems.contains(item) {
-          for lengthSize in (nalLengthSizes.isEmpty ? [4] : nalLengthSizes.sorted()) { walkNALs(ranges, lengthSize: lengthSize) }
+          // libheif 1.15 reads 4-byte lengths whatever hvcC declares: walked with 4 and with each declared size.
+          for lengthSize in nalLengthSizes.union([4]).sorted() { walkNALs(ranges, lengthSize: lengthSize) }
         }
       }
     }

@@ -21,6 +21,30 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     /// Text that names a URL scheme (`http://…`) but is not a valid URL; fetching it fails with
     /// `invalidInput` instead of looking for a file of that name.
     case malformed(String)
+
+    /// Byte by byte: two paths are one file only when their bytes are equal (Swift's `==` on
+    /// strings takes `café` composed and decomposed, two files on Linux, for one).
+    public static func == (lhs: Location, rhs: Location) -> Bool {
+      switch (lhs, rhs) {
+      case (.file(let one), .file(let other)), (.malformed(let one), .malformed(let other)): one.utf8.elementsEqual(other.utf8)
+      case (.url(let one), .url(let other)): one.absoluteString.utf8.elementsEqual(other.absoluteString.utf8)
+      default: false
+      }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+      switch self {
+      case .file(let path):
+        hasher.combine(0)
+        for byte in path.utf8 { hasher.combine(byte) }
+      case .url(let url):
+        hasher.combine(1)
+        for byte in url.absoluteString.utf8 { hasher.combine(byte) }
+      case .malformed(let text):
+        hasher.combine(2)
+        for byte in text.utf8 { hasher.combine(byte) }
+      }
+    }
   }
 
   /// The location to fetch.
