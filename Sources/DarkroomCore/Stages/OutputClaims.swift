@@ -15,24 +15,20 @@ import Foundation
 /// let write = Writer(directory: "out", template: "{name}.{ext}", claims: claims)
 /// ```
 public final class OutputClaims: Sendable {
-  /// Keyed by the path's bytes (two spellings of `é` are two files), each with its owner and how
-  /// that owner is shown.
-  private let owners = Protected<[String: (owner: String, shown: String)]>([:])
+  /// Keyed by the path's bytes (two spellings of `é` are two files), each with its owner (one entry
+  /// a file written, held for the whole run: kept to two strings).
+  private let owners = Protected<[String: String]>([:])
 
   public init() {}
 
   /// Records that `owner` writes `path`; the owner that already has it, when that is another.
   /// Paths and owners are compared byte by byte.
   public func claim(_ path: String, for owner: String) -> String? {
-    claim(path, for: owner, shown: owner)?.owner
-  }
-
-  private func claim(_ path: String, for owner: String, shown: String) -> (owner: String, shown: String)? {
     let key = ImageSource.byteExact(ImageSource.absolute(path), escapingPercent: true)
     let exactOwner = ImageSource.byteExact(owner, escapingPercent: true)
     return owners.withLock { owners in
-      if let existing = owners[key], existing.owner != exactOwner { return existing }
-      owners[key] = (exactOwner, shown)
+      if let existing = owners[key], existing != exactOwner { return existing }
+      owners[key] = exactOwner
       return nil
     }
   }
@@ -43,10 +39,15 @@ public final class OutputClaims: Sendable {
   /// Claims `path` for the run's input and variant, or throws `writeFailed` naming both inputs.
   func claim(_ path: String, source: ImageSource, variant: String?, template: String) throws(PipelineError) {
     let owner = source.requestIdentity + "\u{1F}" + (variant ?? "")
-    guard let holder = claim(path, for: owner, shown: source.description) else { return }
+    guard let holder = claim(path, for: owner) else { return }
+    // The owner as the identity spells it (bytes outside ASCII escaped), shown as typed.
+    let other = holder.components(separatedBy: "%1F").first ?? holder
+    let identity = other.components(separatedBy: "%20headers:").first ?? other
+    let plain = identity.hasPrefix("file:") ? String(identity.dropFirst(5)) : identity
+    let shown = plain.removingPercentEncoding ?? plain
     throw PipelineError(
       .writeFailed,
-      "\(path) was already written in this run for \(ImageSource.redacted(holder.shown)); the template \"\(template)\" gives both "
+      "\(path) was already written in this run for \(ImageSource.redacted(shown)); the template \"\(template)\" gives both "
         + "inputs one file name: add a placeholder that tells them apart ({variant}, {width}, …) or rename one input",
       source: source.description)
   }
