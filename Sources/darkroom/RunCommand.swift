@@ -152,6 +152,8 @@ struct RunCommand: AsyncParsableCommand {
     defer { pressureMonitor.stop() }
     let expanded = InputExpander(recursive: recursive).expand(inputs + listed)
     for problem in expanded.problems { Terminal.error("failed: \(Terminal.printable(problem.input)): \(problem.message)") }
+    // Counted here, so that the expansion (every input once more) is not kept alive for the run.
+    let problemCount = expanded.problems.count
     let graphs = try finalGraphs(set, claims: claims)
     let (distinct, repeated) = OutputNaming.distinct(expanded.sources)
     let sources = OutputNaming.disambiguated(distinct, patterns: OutputPattern.all(in: graphs))
@@ -160,7 +162,7 @@ struct RunCommand: AsyncParsableCommand {
     }
     if sources.isEmpty, !signals.stopRequested {
       Terminal.error(
-        expanded.problems.isEmpty
+        problemCount == 0
           ? "error: no inputs: the given folders hold no image files, or the input list is empty"
           : "error: no input can be run")
       throw ExitStatus.inputsFailed
@@ -190,7 +192,7 @@ struct RunCommand: AsyncParsableCommand {
     // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
     // cancelled; the summary says what was done, failed, cancelled and not started.
     var report = await runner.run(sources, signals: signals)
-    report.failed += expanded.problems.count
+    report.failed += problemCount
     if let status = signals.exitStatus {
       AtomicFile.removeTemporaries()
       if !signals.cancelRequested { await Notifiers.shared.closeAll() }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Which input each output file of a batch belongs to, so that two inputs never silently
@@ -17,14 +18,31 @@ import Foundation
 public final class OutputClaims: Sendable {
   /// Keyed by the path's bytes (two spellings of `é` are two files), each with its owner (one entry
   /// a file written, held for the whole run: kept to two strings).
-  private let owners = Protected<[String: String]>([:])
+  private let owners = Protected<[PathKey: String]>([:])
+
+  /// A written file's path as a SHA-256 of its bytes: 32 bytes held inline instead of the path.
+  private struct PathKey: Hashable {
+    let words: (UInt64, UInt64, UInt64, UInt64)
+    init(_ path: String) {
+      let digest = Array(SHA256.hash(data: Array(path.utf8)))
+      func word(_ start: Int) -> UInt64 { digest[start..<start + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+      words = (word(0), word(8), word(16), word(24))
+    }
+    static func == (lhs: PathKey, rhs: PathKey) -> Bool { lhs.words == rhs.words }
+    func hash(into hasher: inout Hasher) {
+      hasher.combine(words.0)
+      hasher.combine(words.1)
+      hasher.combine(words.2)
+      hasher.combine(words.3)
+    }
+  }
 
   public init() {}
 
   /// Records that `owner` writes `path`; the owner that already has it, when that is another.
   /// Paths and owners are compared byte by byte.
   public func claim(_ path: String, for owner: String) -> String? {
-    let key = ImageSource.byteExact(ImageSource.absolute(path), escapingPercent: true)
+    let key = PathKey(ImageSource.absolute(path))
     let exactOwner = ImageSource.byteExact(owner, escapingPercent: true)
     return owners.withLock { owners in
       if let existing = owners[key], existing != exactOwner { return existing }
