@@ -115,10 +115,14 @@ struct BatchRunner {
   private func runOne(_ source: ImageSource, loader: ImageLoader, tally: Tally, total: Int) async {
     let clock = ContinuousClock()
     let begin = clock.now
-    // Every variant starts at once, so that they share the transfer and the decode.
-    let operations = variants.map { variant in
+    // Every variant starts at once, as one cohort, so that they share the transfer and the decode
+    // however their tasks are scheduled.
+    let members = variants.count > 1 ? Cohort.members(variants.count) : []
+    defer { for member in members { member.checkIn() } }  // runs that ended without a shared call
+    let operations = variants.enumerated().map { index, variant in
       var options = loader.defaultRunOptions
       options.variant = variant.name
+      options.cohort = members.isEmpty ? nil : members[index]
       return loader.load(source, pipeline: variant.pipeline, options: options)
     }
     var outcome: Result<Void, PipelineError> = .success(())

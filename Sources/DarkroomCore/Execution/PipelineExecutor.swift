@@ -119,7 +119,8 @@ public struct PipelineExecutor: Sendable {
     operation: PipelineOperation<Output>
   ) async throws {
     let sharing = SharedWork(
-      options.scheduling, source: context.source, stages: stages, pipeline: context.pipelineName, variant: context.variant)
+      options.scheduling, source: context.source, stages: stages, pipeline: context.pipelineName, variant: context.variant,
+      cohort: options.cohort)
     defer { sharing?.finish() }
     var index = state.start
     while index < stages.count {

@@ -28,6 +28,10 @@ public struct RunOptions: Sendable {
   /// Set by an ``ImageLoader``: the scheduler that bounds and shares the run's stage work, and
   /// the run's priority. `nil` runs every stage directly on ``pool``.
   public var scheduling: StageScheduling?
+  /// The run's membership of a group started together to share work (``Cohort/members(_:)``: the
+  /// variants of one source), so that their first shared stage is shared however they are
+  /// scheduled; `nil` shares what happens to overlap.
+  public var cohort: Cohort?
   /// Hooks run after the last stage and before the result is visible, on the working task.
   public private(set) var willFinishHooks: [WillFinishHook]
 

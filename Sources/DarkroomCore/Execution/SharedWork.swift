@@ -19,8 +19,12 @@ final class SharedWork: Sendable {
   /// The group this run received its last shared value with, until its next call checks in.
   private let cohort = Protected<Cohort?>(nil)
 
-  init?(_ scheduling: StageScheduling?, source: ImageSource?, stages: [AnyStage], pipeline: String, variant: String?) {
+  init?(
+    _ scheduling: StageScheduling?, source: ImageSource?, stages: [AnyStage], pipeline: String, variant: String?,
+    cohort: Cohort? = nil
+  ) {
     guard let scheduling else { return nil }
+    self.cohort.withLock { $0 = cohort }
     scheduler = scheduling.scheduler
     ticket = scheduling.ticket
     if let coalescer = scheduling.scheduler.coalescer, let source {

@@ -241,6 +241,21 @@ public final class Cohort: Sendable {
 
   /// Waits until every member has checked in.
   func allMovedOn() async { await group.allMovedOn() }
+
+  /// The members of a new group of `count` callers that start together (the variants of one
+  /// source): the first work one of them starts stays open to the others until each has made its
+  /// first call, so they share it however their tasks are scheduled. A member whose run ends
+  /// without a call must ``checkIn()``; checking in again does nothing.
+  ///
+  /// ```swift
+  /// let members = Cohort.members(variants.count)
+  /// // give members[i] to variant i's run (RunOptions.cohort); when all have ended:
+  /// members.forEach { $0.checkIn() }
+  /// ```
+  public static func members(_ count: Int) -> [Cohort] {
+    let group = CohortGroup(count: max(1, count))
+    return (0..<max(1, count)).map { _ in Cohort(group) }
+  }
 }
 
 private final class CohortGroup: Sendable {
