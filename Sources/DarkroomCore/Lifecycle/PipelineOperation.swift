@@ -24,7 +24,9 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     var subscribers: [Int: AsyncStream<OperationEvent>.Continuation] = [:]
     var nextSubscriber = 0
     var outcome: Result<Output, PipelineError>?
-    var waiters: [CheckedContinuation<Output, any Error>] = []
+    var waiters: [UUID: CheckedContinuation<Result<Output, PipelineError>, Never>] = [:]
+    /// Those waiting for at least so many tasks to wait for ``value`` (``whenWaited(by:)``).
+    var waitingFor: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     var task: Task<Void, Never>?
     var cancelRequested = false
   }
@@ -67,25 +69,70 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
 
   /// The result: waits until the operation ends. Throws the operation's ``PipelineError``
   /// (code `cancelled` when it was cancelled).
+  ///
+  /// Cancelling the task that waits stops its wait (it throws `cancelled`) and cancels the
+  /// operation when no other task waits for it: a server whose client hung up stops the work. An
+  /// operation other tasks still wait for goes on for them.
   public var value: Output {
-    get async throws {
-      try await withCheckedThrowingContinuation { continuation in
-        let outcome = state.withLock { state -> Result<Output, PipelineError>? in
-          if let outcome = state.outcome { return outcome }
-          state.waiters.append(continuation)
-          return nil
+    get async throws(PipelineError) {
+      let waiter = UUID()
+      let result = await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Result<Output, PipelineError>, Never>) in
+          let (outcome, abandoned) = state.withLock { state -> (Result<Output, PipelineError>?, Bool) in
+            if let outcome = state.outcome { return (outcome, false) }
+            // Cancelled before it began to wait: the cancellation handler found nothing to remove.
+            if Task.isCancelled { return (.failure(Self.waitCancelled(info)), state.waiters.isEmpty) }
+            state.waiters[waiter] = continuation
+            return (nil, false)
+          }
+          if let outcome { continuation.resume(returning: outcome) }
+          for reached in state.withLock({ Self.reached(&$0) }) { reached.resume() }
+          if abandoned { cancel() }
         }
-        if let outcome { continuation.resume(with: outcome.mapError { $0 as any Error }) }
+      } onCancel: {
+        stopWaiting(waiter)
       }
+      return try result.get()
     }
+  }
+
+  /// Returns once at least `count` tasks wait for ``value`` at the same time, or the operation has
+  /// ended: for tests of what cancelling one of several waiters does.
+  package func whenWaited(by count: Int) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let now = state.withLock { state -> Bool in
+        if state.waiters.count >= count || state.outcome != nil { return true }
+        state.waitingFor.append((count, continuation))
+        return false
+      }
+      if now { continuation.resume() }
+    }
+  }
+
+  private static func reached(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
+    let ready = state.waitingFor.filter { $0.count <= state.waiters.count }.map(\.continuation)
+    state.waitingFor.removeAll { $0.count <= state.waiters.count }
+    return ready
+  }
+
+  /// A waiter's task was cancelled: it stops waiting; the last waiter to go cancels the operation.
+  private func stopWaiting(_ waiter: UUID) {
+    let (continuation, last) = state.withLock { state -> (CheckedContinuation<Result<Output, PipelineError>, Never>?, Bool) in
+      guard let continuation = state.waiters.removeValue(forKey: waiter) else { return (nil, false) }
+      return (continuation, state.waiters.isEmpty && state.outcome == nil)
+    }
+    continuation?.resume(returning: .failure(Self.waitCancelled(info)))
+    if last { cancel() }
+  }
+
+  private static func waitCancelled(_ info: OperationInfo) -> PipelineError {
+    PipelineError(.cancelled, "the task waiting for the operation was cancelled", source: info.source)
   }
 
   /// The result as a `Result`, without throwing.
   public var result: Result<Output, PipelineError> {
     get async {
-      do { return .success(try await value) } catch let error as PipelineError { return .failure(error) } catch {
-        return .failure(PipelineError(.stageFailed, "\(error)", cause: error))
-      }
+      do { return .success(try await value) } catch { return .failure(error) }
     }
   }
 
@@ -113,7 +160,8 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
   func handle(_ input: OperationStateMachine.Input, output: Output? = nil) -> Bool {
     var runWillFinish = false
     var toNotify: [OperationEvent] = []
-    var resume: [CheckedContinuation<Output, any Error>] = []
+    var resume: [CheckedContinuation<Result<Output, PipelineError>, Never>] = []
+    var released: [CheckedContinuation<Void, Never>] = []
     var outcome: Result<Output, PipelineError>?
     var ended: [AsyncStream<OperationEvent>.Continuation] = []
     state.withLock { state in
@@ -142,8 +190,10 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     if let outcome {
       state.withLock { state in
         state.outcome = outcome
-        resume = state.waiters
-        state.waiters = []
+        resume = Array(state.waiters.values)
+        state.waiters = [:]
+        released = state.waitingFor.map(\.continuation)
+        state.waitingFor = []
         ended = Array(state.subscribers.values)
         state.subscribers = [:]
         state.task = nil
@@ -151,7 +201,8 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     }
     for continuation in ended { continuation.finish() }
     if let outcome {
-      for waiter in resume { waiter.resume(with: outcome.mapError { $0 as any Error }) }
+      for waiter in resume { waiter.resume(returning: outcome) }
+      for waiting in released { waiting.resume() }
     }
     return runWillFinish
   }
