@@ -9,6 +9,20 @@ struct TableStoreTests {
     observer.events.compactMap { if case .stageStarted(let stage) = $0 { stage.kind } else { nil } }
   }
 
+  /// Opens a table again once the previous opener has let it go: the first store is released
+  /// when the operation's task has wound down, a moment after its value was delivered, and
+  /// nothing signals that moment (a bounded retry, as in `ImageTableHardeningTests.reopen`).
+  static func reopen(_ directory: String, _ format: ImageTableFormat) throws -> ImageTable {
+    for attempt in 0... {
+      do {
+        return try ImageTable(directory: directory, format: format)
+      } catch let error as PipelineError where error.code == .cacheInUse && attempt < 100 {
+        usleep(10_000)
+      }
+    }
+    throw PipelineError(.cacheUnavailable, "unreachable")
+  }
+
   @Test("a table hit hands the stored pixels to the encoder: no fetch, no decode, no resize; it survives a restart")
   func pipelineHit() async throws {
     let directory = NSTemporaryDirectory() + "darkroom-tables-\(UUID().uuidString)"
@@ -32,7 +46,7 @@ struct TableStoreTests {
       first = try await pipeline(store).process(ImageSource(path: path))
       #expect(store.table.count == 1)
     }
-    let store = ImageTableStore(table: try ImageTable(directory: directory + "/tables", format: format))
+    let store = ImageTableStore(table: try Self.reopen(directory + "/tables", format))
     let observer = RecordingObserver()
     let second = try await pipeline(store).run(ImageSource(path: path), options: RunOptions(observers: [observer])).value
     #expect(stageKinds(observer) == ["encode"])
