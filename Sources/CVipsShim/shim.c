@@ -3,6 +3,7 @@
 #include <tiffio.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,22 +82,25 @@ int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, dou
 typedef struct {
   int fd;            /* our own duplicate, closed with the source */
   gint64 length;     /* bytes past this (a file that grew) are never read */
-  gint64 position;
+  /* Atomic: libvips calls the source from the thread that loads the header, then from its
+   * workers, one at a time under GLib's own (futex) locks, which ThreadSanitizer cannot see. */
+  _Atomic gint64 position;
 } DrDescriptorReader;
 
 static gint64 dr_reader_read(VipsSourceCustom *source, void *buffer, gint64 length, gpointer data) {
   (void)source;
   DrDescriptorReader *reader = data;
-  if (length <= 0 || reader->position >= reader->length) return 0;
-  if (length > reader->length - reader->position) length = reader->length - reader->position;
+  gint64 position = atomic_load(&reader->position);
+  if (length <= 0 || position >= reader->length) return 0;
+  if (length > reader->length - position) length = reader->length - position;
   for (;;) {
-    ssize_t got = pread(reader->fd, buffer, (size_t)length, (off_t)reader->position);
+    ssize_t got = pread(reader->fd, buffer, (size_t)length, (off_t)position);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       vips_error("darkroom", "reading the file failed: %s", strerror(errno));
       return -1;
     }
-    reader->position += got;
+    atomic_store(&reader->position, position + got);
     return got; /* 0 when the file was cut short: the loader reports it truncated */
   }
 }
@@ -107,13 +111,13 @@ static gint64 dr_reader_seek(VipsSourceCustom *source, gint64 offset, int whence
   gint64 base;
   switch (whence) {
   case SEEK_SET: base = 0; break;
-  case SEEK_CUR: base = reader->position; break;
+  case SEEK_CUR: base = atomic_load(&reader->position); break;
   case SEEK_END: base = reader->length; break;
   default: return -1;
   }
   if ((offset > 0 && base > G_MAXINT64 - offset) || base + offset < 0) return -1;
-  reader->position = base + offset;
-  return reader->position;
+  atomic_store(&reader->position, base + offset);
+  return base + offset;
 }
 
 static void dr_reader_free(gpointer data) {
@@ -144,7 +148,7 @@ int dr_load_descriptor(DrFormat format, int fd, size_t length, int shrink, doubl
   DrDescriptorReader *reader = g_new0(DrDescriptorReader, 1);
   reader->fd = own;
   reader->length = (gint64)length;
-  reader->position = 0;
+  atomic_store(&reader->position, 0);
   /* Freed (and the duplicate closed) when the source goes, after the last image reading it. */
   g_object_set_data_full(G_OBJECT(custom), "darkroom-reader", reader, dr_reader_free);
   g_signal_connect(custom, "read", G_CALLBACK(dr_reader_read), reader);
