@@ -20,15 +20,15 @@ import Foundation
 ///
 /// ```swift
 /// let (arguments, folded) = FoldedArguments.fold(["run", "p.json", "a.jpg", "-j", "2", "b.jpg"])
-/// // arguments: ["run", "p.json", "\0" + "0", "-j", "2"]
-/// folded.unfold(["\0" + "0"])  // ["a.jpg", "b.jpg"]
+/// // arguments: ["run", "p.json", "\0", "-j", "2"]
+/// folded.unfold(["\0"])  // ["a.jpg", "b.jpg"]
 /// ```
 struct FoldedArguments: Sendable {
-  /// The values gathered, in order; a folded argument is the marker and an index into them.
-  private var runs: [[String]] = []
+  /// The values gathered, in order, which the marker stands for.
+  private var gathered: [String] = []
 
-  /// What a folded argument starts with: no argument given to a process can hold a NUL.
-  static let marker: Character = "\u{0}"
+  /// The argument standing for them: no argument given to a process can hold a NUL.
+  static let marker = "\u{0}"
 
   /// Command lines shorter than this are parsed as they are.
   static let threshold = 64
@@ -47,8 +47,6 @@ struct FoldedArguments: Sendable {
       let shape = command.shape()
     else { return (arguments, folded) }
     var result = command.words
-    var gathered: [String] = []
-    var markerIndex: Int?
     var singlesLeft = shape.singlePositionals
     var valuesOwed = 0  // plain arguments the options just seen take as their values
     var afterTerminator = false
@@ -68,31 +66,22 @@ struct FoldedArguments: Sendable {
         singlesLeft -= 1
         result.append(argument)
       } else {
-        if markerIndex == nil {
-          markerIndex = result.count
-          result.append(String(marker) + "0")
-        }
-        gathered.append(argument)
+        if folded.gathered.isEmpty { result.append(marker) }
+        folded.gathered.append(argument)
       }
     }
-    if !gathered.isEmpty { folded.runs.append(gathered) }
     return (result, folded)
   }
 
-  /// `values` (a command's positional values) with every folded argument replaced by the values
-  /// it stands for, in place.
+  /// `values` (a command's positional values) with the marker replaced by the values it stands
+  /// for, in place.
   func unfold(_ values: [String]) -> [String] {
-    var result: [String] = []
-    result.reserveCapacity(values.count + runs.reduce(0) { $0 + $1.count })
-    for value in values {
-      if value.first == Self.marker, let index = Int(value.dropFirst()), runs.indices.contains(index) {
-        result += runs[index]
-      } else {
-        result.append(value)
-      }
-    }
+    guard let index = values.firstIndex(of: Self.marker) else { return values }
+    var result = values
+    result.replaceSubrange(index...index, with: gathered)
     return result
   }
+
 }
 
 /// What folding needs to know of a command, read from swift-argument-parser's own description of

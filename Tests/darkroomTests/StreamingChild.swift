@@ -101,11 +101,9 @@ final class StreamingChild: @unchecked Sendable {
 
   private func finishBlocking() -> Runner.Result {
     closeInput()
-    let stdout = out.finish()
-    let stderr = err.finish()
-    process.waitUntilExit()
-    return Runner.Result(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    return finishWithInputOpenBlocking()
   }
+
 }
 
 /// One output stream of a child, read on its own thread and cut into lines as they arrive.

@@ -22,18 +22,11 @@ public final class OutputClaims: Sendable {
 
   /// A written file's path as a SHA-256 of its bytes: 32 bytes held inline instead of the path.
   private struct PathKey: Hashable {
-    let words: (UInt64, UInt64, UInt64, UInt64)
+    let words: SIMD4<UInt64>
     init(_ path: String) {
       let digest = Array(SHA256.hash(data: Array(path.utf8)))
       func word(_ start: Int) -> UInt64 { digest[start..<start + 8].reduce(0) { $0 << 8 | UInt64($1) } }
-      words = (word(0), word(8), word(16), word(24))
-    }
-    static func == (lhs: PathKey, rhs: PathKey) -> Bool { lhs.words == rhs.words }
-    func hash(into hasher: inout Hasher) {
-      hasher.combine(words.0)
-      hasher.combine(words.1)
-      hasher.combine(words.2)
-      hasher.combine(words.3)
+      words = SIMD4(word(0), word(8), word(16), word(24))
     }
   }
 
@@ -43,10 +36,9 @@ public final class OutputClaims: Sendable {
   /// Paths and owners are compared byte by byte.
   public func claim(_ path: String, for owner: String) -> String? {
     let key = PathKey(ImageSource.absolute(path))
-    let exactOwner = ImageSource.byteExact(owner, escapingPercent: true)
     return owners.withLock { owners in
-      if let existing = owners[key], existing != exactOwner { return existing }
-      owners[key] = exactOwner
+      if let existing = owners[key], !existing.utf8.elementsEqual(owner.utf8) { return existing }
+      owners[key] = owner
       return nil
     }
   }
@@ -58,9 +50,9 @@ public final class OutputClaims: Sendable {
   func claim(_ path: String, source: ImageSource, variant: String?, template: String) throws(PipelineError) {
     let owner = source.requestIdentity + "\u{1F}" + (variant ?? "")
     guard let holder = claim(path, for: owner) else { return }
-    // The owner as the identity spells it (bytes outside ASCII escaped), shown as typed.
-    let other = holder.components(separatedBy: "%1F").first ?? holder
-    let identity = other.components(separatedBy: "%20headers:").first ?? other
+    // The other input's identity (its bytes outside printable ASCII escaped), shown as typed.
+    let other = holder.split(separator: "\u{1F}", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? holder
+    let identity = other.components(separatedBy: " headers:").first ?? other
     let plain = identity.hasPrefix("file:") ? String(identity.dropFirst(5)) : identity
     let shown = plain.removingPercentEncoding ?? plain
     throw PipelineError(

@@ -37,7 +37,9 @@ public struct HEIFDeclaration: Sendable, Equatable {
 
   /// The bytes per pixel of the decoder's planes, before conversion to RGB.
   public var bytesPerDecodedPixel: Double { planeSamplesPerPixel * (bitDepth > 8 ? 2 : 1) }
+}
 
+extension HEIFDeclaration {
   /// Reads the declaration from a file's bytes; `nil` when nothing in them declares a size.
   public init?(_ bytes: ImageBytes) {
     guard
@@ -48,15 +50,6 @@ public struct HEIFDeclaration: Sendable, Equatable {
       })
     else { return nil }
     self = found
-  }
-
-  init(width: Int, height: Int, bitDepth: Int, planeSamplesPerPixel: Double, fromSequenceHeader: Bool, exceededBudget: Bool) {
-    self.width = width
-    self.height = height
-    self.bitDepth = bitDepth
-    self.planeSamplesPerPixel = planeSamplesPerPixel
-    self.fromSequenceHeader = fromSequenceHeader
-    self.exceededBudget = exceededBudget
   }
 }
 
