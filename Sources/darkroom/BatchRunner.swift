@@ -122,8 +122,8 @@ struct BatchRunner {
     let operations = variants.enumerated().map { index, variant in
       var options = loader.defaultRunOptions
       options.variant = variant.name
-      options.cohort = members.isEmpty ? nil : members[index]
-      return loader.load(source, pipeline: variant.pipeline, options: options)
+      return loader.load(
+        source, pipeline: variant.pipeline, options: options, cohort: members.isEmpty ? nil : members[index])
     }
     var outcome: Result<Void, PipelineError> = .success(())
     await withTaskCancellationHandler {

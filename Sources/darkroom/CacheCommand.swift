@@ -26,8 +26,7 @@ struct CacheCommand: AsyncParsableCommand {
       var seen: Set<String> = []
       var stores: [any CacheStore] = []
       for stage in set.variants.flatMap(\.graph.stages) {
-        guard let checkpoint = stage.base as? any CheckpointStage else { continue }
-        let store = checkpoint.cacheStore
+        guard let store = stage.checkpointStore else { continue }
         if let wanted = self.store, store.name != wanted { continue }
         let id = (store as AnyObject?).map { "\(ObjectIdentifier($0).hashValue)" } ?? store.name
         if seen.insert(id).inserted { stores.append(store) }

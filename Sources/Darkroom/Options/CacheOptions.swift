@@ -100,7 +100,7 @@ public struct CacheOptions: StageOptions {
   func makeStore(in context: StageBuildContext) throws -> any CacheStore {
     switch store {
     case "disk" where context.validatingOnly:
-      return UnopenedStore(name: "disk", keeps: DiskStore.keepsDescription) { $0 is any CacheSerializable.Type }
+      return UnopenedStore(name: "disk", keeps: DiskStore.keepsDescription) { DiskStore.accepts($0) }
     case "table" where context.validatingOnly:
       return UnopenedStore(name: "table", keeps: ImageTableStore.keepsDescription) { $0 == DecodedImage.self }
     case "table":

@@ -85,7 +85,9 @@ public final class DiskStore: CacheStore {
   public var now: Date { clock() }
   public var keeps: String { Self.keepsDescription }
   public static let keepsDescription = "fetched bytes (after fetch) and encoded images (after encode)"
-  public func accepts(_ type: Any.Type) -> Bool { type is any CacheSerializable.Type }
+  public func accepts(_ type: Any.Type) -> Bool { Self.accepts(type) }
+  /// Whether disk stores can keep values of `type` (a ``CacheSerializable`` type).
+  public static func accepts(_ type: Any.Type) -> Bool { type is any CacheSerializable.Type }
 
   /// Entries found corrupt or torn (and removed) since the store was opened: entry files that
   /// fail their checks, non-regular files where entries belong, and index rows that do not decode.

@@ -82,3 +82,12 @@ public struct CacheFactory: PassThroughStageFactory {
     return AnyStage(Cache<Value>(store: store, maxAge: maxAge, prefix: prefix))
   }
 }
+
+extension AnyStage {
+  /// The store of a `cache` stage (any ``CheckpointStage``), or `nil` for other stages.
+  ///
+  /// ```swift
+  /// let stores = graph.stages.compactMap(\.checkpointStore)   // what `darkroom cache stats` reads
+  /// ```
+  public var checkpointStore: (any CacheStore)? { (base as? any CheckpointStage)?.cacheStore }
+}

@@ -4,13 +4,16 @@ import Foundation
 ///
 /// For each run it creates a ``PipelineOperation`` and a task that runs the graph's stages in
 /// order, feeding the operation's ``OperationStateMachine`` and performing its actions. Errors are
-/// normalised into ``PipelineError`` carrying the failing stage and the source.
+/// normalised into ``PipelineError`` carrying the failing stage and the source. Everything else a
+/// run does around its stages (checkpoints, scheduling and shared work, notifiers, time limits)
+/// comes from the run's layers (``RunLayer``), in one chain: see Docs/Architecture.md.
 ///
 /// ```swift
 /// let operation = PipelineExecutor().start(graph, input: ImageSource("a.jpg"), as: (any Sendable).self)
 /// ```
 public struct PipelineExecutor: Sendable {
-  /// Creates an executor. Blocking work runs on each run's ``RunOptions/pool``.
+  /// Creates an executor. Blocking work runs on each run's ``RunOptions/pool``, unless a layer
+  /// picks another pool for a stage (an ``ImageLoader`` does).
   public init() {}
 
   /// Starts running `graph` on `input`; the returned operation is already running. `register`
@@ -21,63 +24,63 @@ public struct PipelineExecutor: Sendable {
   ) -> PipelineOperation<Output> {
     let source = input as? ImageSource
     let info = OperationInfo(id: OperationID(), pipelineName: graph.name, source: source?.description)
-    var seen: Set<ObjectIdentifier> = []
-    let stageObservers = graph.runnableStages.compactMap { ($0.base as? any OperationObservingStage)?.operationObserver }
-      .filter { observer in  // one notifier behind several notify stages announces each end once
-        guard type(of: observer) is AnyClass else { return true }
-        return seen.insert(ObjectIdentifier(observer as AnyObject)).inserted
-      }
-    let operation = PipelineOperation<Output>(info: info, observers: options.observers + stageObservers)
-    let pool = options.pool
+    let factories = Self.layerFactories(graph.runnableStages, options: options)
+    let operation = PipelineOperation<Output>(info: info, observers: options.observers + factories.flatMap(\.observers))
     register(operation)
     let task = Task {
-      await Self.execute(graph, input: input, source: source, operation: operation, options: options, pool: pool)
+      await Self.execute(graph, input: input, source: source, operation: operation, options: options, factories: factories)
     }
     operation.attach(task)
     return operation
   }
 
+  /// The run's layer factories, from the outside in: the options' own, the time limits, and those
+  /// the stages bring; one per key.
+  private static func layerFactories(_ stages: [AnyStage], options: RunOptions) -> [any RunLayerFactory] {
+    var seen: Set<AnyHashable> = []
+    let all: [any RunLayerFactory] = options.layers + [TimeLimitLayer.Factory()] + stages.broughtLayers
+    let unique = all.filter { seen.insert($0.key).inserted }
+    // Stable: equal places keep the order given.
+    return unique.enumerated().sorted { ($0.element.order, $0.offset) < ($1.element.order, $1.offset) }.map(\.element)
+  }
+
   private static func execute<Output: Sendable>(
     _ graph: StageGraph, input: any Sendable, source: ImageSource?, operation: PipelineOperation<Output>,
-    options: RunOptions, pool: BlockingPool
+    options: RunOptions, factories: [any RunLayerFactory]
   ) async {
     operation.handle(.start)
     var stageContext = StageContext(
-      operationID: operation.id, pipelineName: graph.name, source: source, pool: pool,
+      operationID: operation.id, pipelineName: graph.name, source: source, pool: options.pool,
       emitNote: { [weak operation] note in operation?.handle(.note(note)) },
       emitProgress: { [weak operation] received, expected in operation?.handle(.progress(received: received, expected: expected))
       },
       emitCache: { [weak operation] event in operation?.handle(.cache(event)) })
     stageContext.variant = options.variant
-    let context = stageContext
+    let plan = RunPlan(stages: graph.runnableStages, input: input, context: stageContext, options: options)
+    let run = Run(plan: plan, layers: factories.compactMap { $0.makeLayer(for: plan) }, operation: operation)
     let sourceText = source?.description
     do {
-      // The time limit covers the stages and the willFinish hooks.
-      let output: Output = try await withTimeout(options.timeout, source: sourceText) {
-        let stages = graph.runnableStages
-        let checkpoints = try await Checkpoints.prepare(stages: stages, input: input, source: source, context: context)
-        let start = try await checkpoints.start(input: input, source: source, context: context) { body in
-          try await runStage(stages[0], index: 0, context: context, operation: operation) { _, _ in try await body() }
-        }
-        var run = RunState(value: start.value, start: start.index, facts: start.facts)
-        try await runStages(
-          stages, state: &run, checkpoints: checkpoints, context: context, options: options, operation: operation)
-        let value = run.value
-        guard let output = value as? Output else {
+      let final = try await run.aroundRun {
+        let value = try await run.runStages()
+        guard value.value is Output else {
           throw PipelineError(
             .typeMismatch,
-            "pipeline \"\(graph.name)\" produced \(valueDescription(of: type(of: value))), not \(valueDescription(of: Output.self))"
+            "pipeline \"\(graph.name)\" produced \(valueDescription(of: type(of: value.value))), not \(valueDescription(of: Output.self))"
           )
         }
         if operation.handle(.outputReady) {
-          await checkpoints.store(run.pending, facts: run.facts, context: context)
-          try await runWillFinishHooks(options.willFinishHooks, output: output, info: operation.info, source: sourceText)
+          // The layers act first (checkpoints are stored), then the options' hooks.
+          let layerHooks: [RunOptions.WillFinishHook] = run.layers.map { layer in
+            { _, _ in try await layer.willFinish(value, run: plan) }
+          }
+          try await runWillFinishHooks(
+            layerHooks + options.willFinishHooks, output: value.value, info: operation.info, source: sourceText)
         }
-        return output
+        return value
       }
       try Task.checkCancellation()
-      let summary = (output as? any SummarizableOutput)?.outputSummary ?? OutputSummary()
-      operation.handle(.willFinishSucceeded(summary), output: output)
+      guard let output = final.value as? Output else { throw CancellationError() }  // checked above
+      operation.handle(.willFinishSucceeded(outputSummary(of: output) ?? OutputSummary()), output: output)
     } catch {
       if let failure = error as? PipelineError, failure.code != .cancelled {
         operation.handle(.fail(failure.attributed(stageKind: nil, stageIdentifier: nil, source: sourceText)))
@@ -105,110 +108,108 @@ public struct PipelineExecutor: Sendable {
     }
   }
 
-  /// What a run carries from stage to stage: the value, where it started, the values to store at
-  /// checkpoints that missed, and what the fetched response said about its freshness.
-  struct RunState {
-    var value: any Sendable
-    var start: Int
-    var facts: ResponseFacts?
-    var pending: [(index: Int, value: any Sendable)] = []
-  }
+  /// One run: its stages, its layers, and the operation its events go to.
+  private struct Run<Output: Sendable>: Sendable {
+    let plan: RunPlan
+    /// From the outside in.
+    let layers: [any RunLayer]
+    let operation: PipelineOperation<Output>
 
-  private static func runStages<Output: Sendable>(
-    _ stages: [AnyStage], state: inout RunState, checkpoints: Checkpoints, context: StageContext, options: RunOptions,
-    operation: PipelineOperation<Output>
-  ) async throws {
-    let sharing = SharedWork(
-      options.scheduling, source: context.source, stages: stages, pipeline: context.pipelineName, variant: context.variant,
-      cohort: options.cohort)
-    defer { sharing?.finish() }
-    var index = state.start
-    while index < stages.count {
-      try Task.checkCancellation()
-      if let sharing, let joined = try await joinShared(sharing, stages: stages, from: index, operation: operation) {
-        // The run that computed the joined stages stores their checkpoints.
-        state.value = joined.result.value
-        state.facts = joined.result.facts ?? state.facts
-        index = joined.through + 1
-        continue
-      }
-      let stage = stages[index]
-      let position = index
-      let input = state.value
-      let facts = state.facts
-      let limit = options.timeLimit(for: stage)
-      let value = try await runStage(
-        stage, index: index, limit: limit, announcesStart: sharing != nil, context: context, operation: operation
-      ) { context, announce in
-        guard let sharing else { return try await stage.process(input, context: context) }
-        return try await sharing.run(stage, index: position, input: input, facts: facts, context: context, announce: announce)
-          .value
-      }
-      if let fetched = value as? FetchedData, fetched.status != nil { state.facts = ResponseFacts(fetched, now: Date()) }
-      if checkpoints.keys[index] != nil { state.pending.append((index, value)) }
-      state.value = value
-      index += 1
+    func aroundRun(_ body: @escaping @Sendable () async throws -> RunValue) async throws -> RunValue {
+      let wrapped = layers.reversed().reduce(body) { inner, layer in { try await layer.aroundRun(plan, body: inner) } }
+      return try await wrapped()
     }
-  }
 
-  /// Joins the deepest shared work already running from `index` on, announcing the stages it
-  /// covers as this run's own (with a note saying they were shared).
-  private static func joinShared<Output: Sendable>(
-    _ sharing: SharedWork, stages: [AnyStage], from index: Int, operation: PipelineOperation<Output>
-  ) async throws -> (through: Int, result: SharedWork.Result)? {
-    let clock = ContinuousClock()
-    let started = clock.now
-    guard let joined = try await sharing.joinDeepest(from: index) else { return nil }
-    let waited = clock.now - started
-    operation.handle(.note("joined shared in-flight work for stages[\(index)...\(joined.through)]"))
-    for shared in index...joined.through {
-      let info = StageInfo(index: shared, stage: stages[shared], joined: true)
-      operation.handle(.stageStarted(info))
-      operation.handle(.stageFinished(info, shared == joined.through ? waited : .zero))
+    /// Runs the stages in order, letting layers skip ahead before each.
+    func runStages() async throws -> RunValue {
+      let stages = plan.stages
+      var value = RunValue(plan.input)
+      var index = 0
+      defer { for layer in layers { layer.stagesEnded() } }
+      while index < stages.count {
+        try Task.checkCancellation()
+        if let resumption = try await resume(from: index, value: value) {
+          value = resumption.value
+          index = resumption.next
+          continue
+        }
+        value = try await runStage(stages[index], index: index, input: value)
+        index += 1
+      }
+      return value
     }
-    return joined
-  }
 
-  /// Runs one stage's work with its lifecycle events and error attribution. With
-  /// `announcesStart`, the body says when the stage starts and whether it joined shared work;
-  /// otherwise it starts at once.
-  private static func runStage<Output: Sendable>(
-    _ stage: AnyStage, index: Int, limit: Duration? = nil, announcesStart: Bool = false, context: StageContext,
-    operation: PipelineOperation<Output>,
-    _ body:
-      @escaping @Sendable (StageContext, _ announce: @escaping @Sendable (_ joined: Bool) -> Void) async throws -> any Sendable
-  ) async throws -> any Sendable {
-    let announced = Protected<Bool?>(nil)
-    let announce: @Sendable (Bool) -> Void = { [weak operation] joined in
-      let first = announced.withLock { state -> Bool in
-        guard state == nil else { return false }
-        state = joined
-        return true
+    /// The first layer's resumption from `index`, reported as its kind says.
+    private func resume(from index: Int, value: RunValue) async throws -> Resumption? {
+      let runStage: RunPlan.StageRunner = { stage, index, input in try await self.runStage(stage, index: index, input: input) }
+      for layer in layers {
+        let clock = ContinuousClock()
+        let started = clock.now
+        guard let resumption = try await layer.resume(from: index, value: value, run: plan, runStage: runStage) else {
+          continue
+        }
+        // Only forward: a layer cannot send the run back or past its end.
+        guard resumption.next > index, resumption.next <= plan.stages.count else { continue }
+        if case .joined = resumption.kind {
+          let waited = clock.now - started
+          let through = resumption.next - 1
+          operation.handle(.note("joined shared in-flight work for stages[\(index)...\(through)]"))
+          for shared in index...through {
+            let info = StageInfo(index: shared, stage: plan.stages[shared], joined: true)
+            operation.handle(.stageStarted(info))
+            operation.handle(.stageFinished(info, shared == through ? waited : .zero))
+          }
+        }
+        return resumption
       }
-      if first { operation?.handle(.stageStarted(StageInfo(index: index, stage: stage, joined: joined))) }
+      return nil
     }
-    if !announcesStart { announce(false) }
-    let clock = ContinuousClock()
-    let started = clock.now
-    let value: any Sendable
-    do {
-      value = try await withTimeout(limit, source: context.source?.description, what: "stage \"\(stage.kind)\"") {
-        try await body(context, announce)
+
+    /// Runs one stage call through the layers, with its lifecycle events and error attribution.
+    func runStage(_ stage: AnyStage, index: Int, input: RunValue) async throws -> RunValue {
+      let operation = operation
+      let announced = Protected<Bool?>(nil)
+      let announce: @Sendable (Bool) -> Void = { [weak operation] joined in
+        let first = announced.withLock { state -> Bool in
+          guard state == nil else { return false }
+          state = joined
+          return true
+        }
+        if first { operation?.handle(.stageStarted(StageInfo(index: index, stage: stage, joined: joined))) }
       }
-    } catch let error as PipelineError {
+      let context = plan.context
+      let clock = ContinuousClock()
+      let started = clock.now
+      let value: RunValue
+      do {
+        let call = StageCall(stage: stage, index: index, input: input, context: context, announce: announce)
+        value = try await chain(call)
+      } catch let error as PipelineError {
+        announce(false)
+        throw error.attributed(stageKind: stage.kind, stageIdentifier: stage.identifier, source: context.source?.description)
+      } catch let error as CancellationError {
+        throw error
+      } catch {
+        announce(false)
+        throw PipelineError(
+          .stageFailed, "stage \"\(stage.kind)\" failed: \(error)", stageKind: stage.kind, stageIdentifier: stage.identifier,
+          source: context.source?.description, cause: error)
+      }
       announce(false)
-      throw error.attributed(stageKind: stage.kind, stageIdentifier: stage.identifier, source: context.source?.description)
-    } catch let error as CancellationError {
-      throw error
-    } catch {
-      announce(false)
-      throw PipelineError(
-        .stageFailed, "stage \"\(stage.kind)\" failed: \(error)", stageKind: stage.kind, stageIdentifier: stage.identifier,
-        source: context.source?.description, cause: error)
+      let joined = announced.withLock { $0 } ?? false
+      operation.handle(.stageFinished(StageInfo(index: index, stage: stage, joined: joined), clock.now - started))
+      return value
     }
-    announce(false)
-    let joined = announced.withLock { $0 } ?? false
-    operation.handle(.stageFinished(StageInfo(index: index, stage: stage, joined: joined), clock.now - started))
-    return value
+
+    /// The layers' `around`, from the outside in, ending in the stage itself.
+    private func chain(_ call: StageCall) async throws -> RunValue {
+      let stage: StageCall.Next = { call in
+        call.announce(false)
+        let output = try await call.stage.process(call.input.value, context: call.context)
+        return RunValue(output, annotations: call.input.annotations)
+      }
+      let next = layers.reversed().reduce(stage) { inner, layer in { call in try await layer.around(call, next: inner) } }
+      return try await next(call)
+    }
   }
 }

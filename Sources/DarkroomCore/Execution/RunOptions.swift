@@ -1,5 +1,4 @@
-/// How one run of a pipeline behaves: observers, `willFinish` hooks, time limits, thread pool,
-/// and the loader scheduling it.
+/// How one run of a pipeline behaves: observers, `willFinish` hooks, time limits and thread pool.
 ///
 /// ```swift
 /// var options = RunOptions(timeout: .seconds(10))
@@ -25,13 +24,9 @@ public struct RunOptions: Sendable {
   public var stageTimeouts: [String: Duration] = [:]
   /// The variant this run produces (a writer's `{variant}`), set by ``PipelineVariants``.
   public var variant: String?
-  /// Set by an ``ImageLoader``: the scheduler that bounds and shares the run's stage work, and
-  /// the run's priority. `nil` runs every stage directly on ``pool``.
-  public var scheduling: StageScheduling?
-  /// The run's membership of a group started together to share work (``Cohort/members(_:)``: the
-  /// variants of one source), so that their first shared stage is shared however they are
-  /// scheduled; `nil` shares what happens to overlap.
-  public var cohort: Cohort?
+  /// Layers the run gets besides those its stages bring and its time limits (``RunLayer``): an
+  /// ``ImageLoader`` adds the one that schedules and shares the run's stage work.
+  package var layers: [any RunLayerFactory] = []
   /// Hooks run after the last stage and before the result is visible, on the working task.
   public private(set) var willFinishHooks: [WillFinishHook]
 

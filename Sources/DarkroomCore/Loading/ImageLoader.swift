@@ -102,11 +102,21 @@ public final class ImageLoader: @unchecked Sendable {
     _ source: ImageSource, pipeline: Pipeline<ImageSource, Output>, priority: LoadPriority = .normal,
     target: LoadTarget? = nil, tag: String? = nil, options: RunOptions? = nil
   ) -> PipelineOperation<Output> {
+    load(source, pipeline: pipeline, priority: priority, target: target, tag: tag, options: options, cohort: nil)
+  }
+
+  /// Starts a load that is a member of a group started together to share work (``Cohort/members(_:)``:
+  /// the variants of one source), so that their first shared stage is shared however they are
+  /// scheduled.
+  @discardableResult
+  package func load<Output: Sendable>(
+    _ source: ImageSource, pipeline: Pipeline<ImageSource, Output>, priority: LoadPriority = .normal,
+    target: LoadTarget? = nil, tag: String? = nil, options: RunOptions? = nil, cohort: Cohort?
+  ) -> PipelineOperation<Output> {
     let ticket = PriorityTicket(priority)
     var run = options ?? defaultRunOptions
     run.observers = configuration.observers + run.observers + [EndObserver(loader: self)]
-    run.pool = scheduler.cpuPool
-    run.scheduling = StageScheduling(scheduler: scheduler, ticket: ticket)
+    run.layers.append(LoadingLayer.Factory(scheduler: scheduler, ticket: ticket, cohort: cohort))
     let sequence = lock.withLock {
       self.sequence += 1
       return self.sequence

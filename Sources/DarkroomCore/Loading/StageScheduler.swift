@@ -3,16 +3,16 @@ import Foundation
 /// How a loader runs stages: a bounded ``ResourceClass`` per kind of resource, a pool of threads
 /// for CPU work and one for disk I/O, and (optionally) the sharing of identical in-flight work.
 ///
-/// Every ``ImageLoader`` owns one; runs it starts carry it in ``RunOptions/scheduling`` with their
-/// own ``PriorityTicket``. The executor asks it to perform each stage: the stage's
-/// ``Stage/resource(for:)`` picks the class whose slot it waits for (at the ticket's priority) and
-/// the pool its blocking work runs on. `.light` stages never wait.
+/// Every ``ImageLoader`` owns one; each run it starts has a ``LoadingLayer`` that asks it to
+/// perform each stage call with the run's ``PriorityTicket``: the stage's ``Stage/resource(for:)``
+/// picks the class whose slot it waits for (at the ticket's priority) and the pool its blocking
+/// work runs on. `.light` stages never wait.
 ///
 /// ```swift
 /// let scheduler = StageScheduler(networkLimit: 8, cpuLimit: 2, diskLimit: 4)
-/// var options = RunOptions()
-/// options.scheduling = StageScheduling(scheduler: scheduler, ticket: PriorityTicket(.high))
-/// let image = try await pipeline.process(source, options: options)
+/// let value = try await scheduler.perform(.cpu, context: context, ticket: PriorityTicket(.high)) { context in
+///   try await stage.process(input, context: context)
+/// }
 /// ```
 public final class StageScheduler: Sendable {
   /// Network transfers at once.
@@ -44,7 +44,7 @@ public final class StageScheduler: Sendable {
     coalescer =
       coalescing
       ? Coalescer<String, any Sendable>(share: { shared, consumers in
-        guard var result = shared as? SharedWork.Result, let shareable = result.value as? any ShareableValue else {
+        guard var result = shared as? RunValue, let shareable = result.value as? any ShareableValue else {
           return shared
         }
         result.value = try await shareable.preparedForSharing(consumers: consumers, pool: cpuPool)
@@ -67,29 +67,18 @@ public final class StageScheduler: Sendable {
     }
   }
 
-  /// Runs `stage` on `input` once a slot of its resource class is free, with blocking work on
-  /// the matching pool.
-  public func perform(_ stage: AnyStage, input: any Sendable, context: StageContext, ticket: PriorityTicket) async throws
-    -> any Sendable
-  {
-    let resource = stage.resource(for: input)
+  /// Runs `body` once a slot of the class bounding `resource` is free (at once for `.light`
+  /// work), with the context's pool set to the matching one: disk work on ``ioPool``, the rest on
+  /// ``cpuPool``.
+  public func perform<T: Sendable>(
+    _ resource: StageResource, context: StageContext, ticket: PriorityTicket,
+    _ body: (StageContext) async throws -> T
+  ) async throws -> T {
     var context = context
     context.pool = resource == .disk ? ioPool : cpuPool
-    guard let gate = resourceClass(for: resource) else { return try await stage.process(input, context: context) }
+    guard let gate = resourceClass(for: resource) else { return try await body(context) }
     let bound = context
-    return try await gate.run(ticket) { try await stage.process(input, context: bound) }
-  }
-}
-
-/// What ties one run to a loader: the scheduler and the run's priority.
-public struct StageScheduling: Sendable {
-  public var scheduler: StageScheduler
-  /// The run's priority; changing it while the run waits reorders it.
-  public var ticket: PriorityTicket
-
-  public init(scheduler: StageScheduler, ticket: PriorityTicket = PriorityTicket()) {
-    self.scheduler = scheduler
-    self.ticket = ticket
+    return try await gate.run(ticket) { try await body(bound) }
   }
 }
 

@@ -16,7 +16,7 @@
 ///   Notify<EncodedImage>("avatarReady", notifier: notifier)
 /// }
 /// ```
-public struct Notify<Value: Sendable>: Stage, OperationObservingStage, ContextSensitiveStage {
+public struct Notify<Value: Sendable>: Stage, LayeredStage, ContextSensitiveStage {
   public static var kind: String { "notify" }
 
   /// The notification's name.
@@ -38,7 +38,7 @@ public struct Notify<Value: Sendable>: Stage, OperationObservingStage, ContextSe
   public func resource(for input: Value) -> StageResource { .light }
 
   public func process(_ input: Value, context: StageContext) async throws -> Value {
-    let image = (input as? any SummarizableOutput).map { LoadNotification.Image($0.outputSummary) }
+    let image = outputSummary(of: input).map { LoadNotification.Image($0) }
     notifier.post(
       LoadNotification(
         name: name, operationID: context.operationID.description, pipeline: context.pipelineName,
@@ -46,13 +46,19 @@ public struct Notify<Value: Sendable>: Stage, OperationObservingStage, ContextSe
     return input
   }
 
-  public var operationObserver: (any OperationObserver)? { announcesEnd ? notifier : nil }
+  /// With ``announcesEnd``, every run of a pipeline holding this stage gets the notifier as an
+  /// observer: one notifier behind several `notify` stages announces each end once.
+  package var runLayer: (any RunLayerFactory)? { announcesEnd ? NotifierLayer(notifier: notifier) : nil }
 }
 
-/// A stage that wants to observe the operations running it (a `notify` stage announcing how they
-/// end): the executor adds its observer to every run of a pipeline holding it.
-public protocol OperationObservingStage {
-  var operationObserver: (any OperationObserver)? { get }
+/// What a `notify` stage brings to a run: its notifier, observing the operation.
+struct NotifierLayer: RunLayerFactory {
+  let notifier: Notifier
+
+  var key: AnyHashable { ObjectIdentifier(notifier) }
+  var order: RunLayerOrder { .observation }
+  var observers: [any OperationObserver] { [notifier] }
+  func makeLayer(for run: RunPlan) -> (any RunLayer)? { nil }
 }
 
 /// Builds ``Notify`` stages for the `notify` kind, whatever value flows at their place.

@@ -179,3 +179,36 @@ extension FileTransport: ConditionalFetchTransport {
     return unchanged
   }
 }
+
+extension AnyStage {
+  /// A stand-in for this first stage that revalidates with `validators` (a ``RevalidatingStage``),
+  /// or `nil` when this stage cannot revalidate. It has this stage's kind, identifier and resource,
+  /// and its own cache identifier, so that it runs with the fetch's time limit and scheduling and
+  /// is shared only with identical revalidations.
+  package func revalidation(validators: CacheValidators) -> AnyStage? {
+    guard let revalidating = base as? any RevalidatingStage else { return nil }
+    let standIn = Revalidation(original: self, revalidating: revalidating, validators: validators)
+    return AnyStage(standIn, kind: kind, identifier: identifier, fusedKinds: fusedKinds)
+  }
+}
+
+/// A first stage sending a stale entry's validators: ``AnyStage/revalidation(validators:)``.
+private struct Revalidation: Stage {
+  static var kind: String { "fetch" }
+  let original: AnyStage
+  let revalidating: any RevalidatingStage
+  let validators: CacheValidators
+
+  var identifier: String { original.identifier }
+  var cacheIdentifier: String {
+    func field(_ value: String?) -> String { value.map { "\($0.utf8.count):\($0)" } ?? "-" }
+    let sent = field(validators.etag) + field(validators.lastModified)
+    return original.cacheIdentifier + "#revalidate(" + RequestDigest.hex(sent, bytes: 16) + ")"
+  }
+
+  func process(_ input: ImageSource, context: StageContext) async throws -> FetchedData {
+    try await revalidating.revalidate(input, validators: validators, context: context)
+  }
+
+  func resource(for input: ImageSource) -> StageResource { original.resource(for: input) }
+}

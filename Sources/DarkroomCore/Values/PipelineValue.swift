@@ -47,3 +47,8 @@ public func valueDescription(of type: Any.Type) -> String {
   if let described = type as? any PipelineValue.Type { return described.valueDescription }
   return "a value of type \(String(reflecting: type))"
 }
+
+/// What `value` says about itself (``SummarizableOutput``), or `nil` when it cannot say.
+package func outputSummary(of value: any Sendable) -> OutputSummary? {
+  (value as? any SummarizableOutput)?.outputSummary
+}

@@ -1,41 +1,68 @@
 import Foundation
 
-/// What a fetched response said about caching: its freshness and validators, and whether it may
-/// be kept for other callers at all.
-struct ResponseFacts: Sendable {
-  var freshness: Freshness
-  var validators: CacheValidators
-  /// False for a response that is `private`, or that varies on what no key holds (`Vary: *`): it
-  /// is never stored, whatever the cache's maxAge says (every store here is shared by the callers
-  /// of a process or of several). `no-store` is ``Freshness/noStore``, which a cache's maxAge > 0
-  /// overrides on purpose (keys hold the request headers, so no caller gets another's response).
-  var shareable = true
-
-  init(_ fetched: FetchedData, now: Date) {
-    freshness = fetched.freshness(now: now)
-    validators = CacheValidators(fetched)
-    shareable = ResponseFacts.isShareable(fetched.metadata)
+/// The checkpoints of a run, as its layer: before the first stage it resumes after the latest
+/// checkpoint holding a usable value (revalidating a stale one through the first stage, with the
+/// fetch's scheduling, sharing and time limit); around each stage it keeps what the checkpoints
+/// that missed will store and what the fetched response said about freshness; once the output is
+/// ready it stores them. `cache` stages bring it (``Cache`` is a ``LayeredStage``).
+final class CheckpointLayer: RunLayer {
+  struct Factory: RunLayerFactory {
+    var key: AnyHashable { "checkpoints" }
+    var order: RunLayerOrder { .results }
+    func makeLayer(for run: RunPlan) -> (any RunLayer)? { CheckpointLayer() }
   }
 
-  /// Facts inherited from a cache entry a run resumed from (no fetch ran).
-  init(entry: CacheEntry, now: Date) {
-    // Clamped to a century: an expiry read from a store is a number from a file.
-    let century = 100 * 365.25 * 86_400
-    freshness =
-      entry.expiresAt.map { expiry in
-        let left = expiry.timeIntervalSince(now)
-        return .lifetime(.seconds(left.isFinite ? min(max(0, left), century) : 0))
-      } ?? .unspecified
-    validators = entry.validators
+  private struct State {
+    var checkpoints: Checkpoints?
+    var asked = false
+    /// The values of checkpoints that ran (they missed), to store when the run finishes.
+    var pending: [(index: Int, value: any Sendable)] = []
+  }
+  private let state = Protected(State())
+
+  func resume(from index: Int, value: RunValue, run: RunPlan, runStage: RunPlan.StageRunner) async throws -> Resumption? {
+    let first = state.withLock { state in
+      defer { state.asked = true }
+      return !state.asked
+    }
+    guard first, index == 0 else { return nil }
+    let context = run.context
+    let checkpoints = try await Checkpoints.prepare(
+      stages: run.stages, input: run.input, source: context.source, context: context)
+    state.withLock { $0.checkpoints = checkpoints }
+    let start = try await checkpoints.start(input: run.input, source: context.source, context: context) { stage in
+      try await runStage(stage, 0, RunValue(run.input)).value
+    }
+    guard start.index > 0 else { return nil }
+    var resumed = RunValue(start.value)
+    resumed.annotations[ResponseFacts.self] = start.facts
+    return Resumption(value: resumed, next: start.index, kind: .silently)
   }
 
-  /// Whether lower-cased response headers allow a shared cache to keep the response.
-  static func isShareable(_ headers: [String: String]) -> Bool {
-    let directives = Freshness.directives(headers["cache-control"] ?? "")
-    if directives["private"] != nil { return false }
-    let vary = (headers["vary"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-    return !vary.contains("*")
+  func around(_ call: StageCall, next: @escaping StageCall.Next) async throws -> RunValue {
+    var output = try await next(call)
+    if let fetched = output.value as? FetchedData, fetched.status != nil {
+      output.annotations[ResponseFacts.self] = ResponseFacts(fetched, now: Date())
+    }
+    let index = call.index
+    state.withLock { state in
+      guard let checkpoints = state.checkpoints, checkpoints.keys[index] != nil,
+        call.stage.cacheIdentifier == checkpoints.stages[index].cacheIdentifier
+      else { return }
+      state.pending.append((index, output.value))
+    }
+    return output
   }
+
+  func willFinish(_ output: RunValue, run: RunPlan) async throws {
+    let (checkpoints, pending) = state.withLock { ($0.checkpoints, $0.pending) }
+    await checkpoints?.store(pending, facts: output.annotations[ResponseFacts.self], context: run.context)
+  }
+}
+
+extension Cache: LayeredStage {
+  /// Checkpoints are kept by the run's ``CheckpointLayer``.
+  package var runLayer: (any RunLayerFactory)? { CheckpointLayer.Factory() }
 }
 
 /// The checkpoints of one run: their keys, the lookup that lets a run resume after the latest one
@@ -88,11 +115,12 @@ struct Checkpoints: Sendable {
   private func checkpoint(at index: Int) -> (any CheckpointStage)? { stages[index].base as? any CheckpointStage }
 
   /// Finds the latest checkpoint with a usable value. A fresh one is a hit; a stale one with
-  /// validators is revalidated through the first stage (a ``RevalidatingStage``): `304` refreshes
-  /// it and resumes after it, anything else resumes after the fetch with the new bytes.
+  /// validators is revalidated through the first stage (a stand-in for it that sends the
+  /// validators: ``AnyStage/revalidation(validators:)``), which `runFirstStage` runs: `304`
+  /// refreshes it and resumes after it, anything else resumes after the fetch with the new bytes.
   func start(
     input: any Sendable, source: ImageSource?, context: StageContext,
-    runFirstStage: (_ body: @escaping @Sendable () async throws -> any Sendable) async throws -> any Sendable
+    runFirstStage: (_ stage: AnyStage) async throws -> any Sendable
   ) async throws -> Start {
     for index in keys.keys.sorted(by: >) {
       guard let key = keys[index], let checkpoint = checkpoint(at: index) else { continue }
@@ -108,13 +136,11 @@ struct Checkpoints: Sendable {
         context.reportCache(CacheEvent(.hit, store: store.name, stageIndex: index, key: key))
         return Start(value: rebound(entry.value, to: source), index: index + 1, facts: ResponseFacts(entry: entry, now: now))
       }
-      guard let source, let revalidating = stages.first?.base as? any RevalidatingStage, index > 0 else {
+      guard let source, let revalidation = stages.first?.revalidation(validators: entry.validators), index > 0 else {
         context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "stale"))
         continue
       }
-      let fetched = try await runFirstStage {
-        try await revalidating.revalidate(source, validators: entry.validators, context: context)
-      }
+      let fetched = try await runFirstStage(revalidation)
       guard let fetched = fetched as? FetchedData else { break }
       let facts = ResponseFacts(fetched, now: now)
       guard fetched.notModified else {
@@ -126,9 +152,7 @@ struct Checkpoints: Sendable {
         // 4.3.4): the entry is not reused, and the image is fetched again without conditions.
         context.reportCache(
           CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "the 304 named another ETag"))
-        let refetched = try await runFirstStage {
-          try await revalidating.revalidate(source, validators: .none, context: context)
-        }
+        let refetched = try await runFirstStage(stages[0])
         guard let refetched = refetched as? FetchedData else { break }
         guard !refetched.notModified else {
           throw PipelineError(

@@ -1,0 +1,39 @@
+import Foundation
+
+/// What a fetched response said about caching: its freshness and validators, and whether it may
+/// be kept for other callers at all.
+struct ResponseFacts: Sendable {
+  var freshness: Freshness
+  var validators: CacheValidators
+  /// False for a response that is `private`, or that varies on what no key holds (`Vary: *`): it
+  /// is never stored, whatever the cache's maxAge says (every store here is shared by the callers
+  /// of a process or of several). `no-store` is ``Freshness/noStore``, which a cache's maxAge > 0
+  /// overrides on purpose (keys hold the request headers, so no caller gets another's response).
+  var shareable = true
+
+  init(_ fetched: FetchedData, now: Date) {
+    freshness = fetched.freshness(now: now)
+    validators = CacheValidators(fetched)
+    shareable = ResponseFacts.isShareable(fetched.metadata)
+  }
+
+  /// Facts inherited from a cache entry a run resumed from (no fetch ran).
+  init(entry: CacheEntry, now: Date) {
+    // Clamped to a century: an expiry read from a store is a number from a file.
+    let century = 100 * 365.25 * 86_400
+    freshness =
+      entry.expiresAt.map { expiry in
+        let left = expiry.timeIntervalSince(now)
+        return .lifetime(.seconds(left.isFinite ? min(max(0, left), century) : 0))
+      } ?? .unspecified
+    validators = entry.validators
+  }
+
+  /// Whether lower-cased response headers allow a shared cache to keep the response.
+  static func isShareable(_ headers: [String: String]) -> Bool {
+    let directives = Freshness.directives(headers["cache-control"] ?? "")
+    if directives["private"] != nil { return false }
+    let vary = (headers["vary"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    return !vary.contains("*")
+  }
+}
