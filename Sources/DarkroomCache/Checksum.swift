@@ -7,7 +7,7 @@ import Foundation
 /// ```swift
 /// let sum = Checksum.crc32(bytes)
 /// ```
-public enum Checksum {
+package enum Checksum {
   /// The CRC-32 of `buffer`, continuing from `initial`.
   public static func crc32(_ buffer: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
     guard var base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return initial }

@@ -8,7 +8,7 @@ import DarkroomCore
 /// try Curl.initialize()
 /// print(Curl.version)   // "7.88.1"
 /// ```
-public enum Curl {
+package enum Curl {
   private static let initialization: Result<Void, PipelineError> = {
     let code = dr_global_init()
     guard code == CURLE_OK else {

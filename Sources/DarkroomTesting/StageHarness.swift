@@ -10,9 +10,11 @@ import Foundation
 /// ```
 public final class StageHarness: Sendable {
   private let recorded = Locked<[String]>([])
-  public let pool: BlockingPool
+  package let pool: BlockingPool
 
-  public init(pool: BlockingPool = .shared) { self.pool = pool }
+  /// A harness whose stages' blocking work runs on the process's shared pool.
+  public init() { pool = .shared }
+  package init(pool: BlockingPool) { self.pool = pool }
 
   /// The notes stages logged through their context.
   public var notes: [String] { recorded.withLock { $0 } }

@@ -122,7 +122,8 @@ struct RunCommand: AsyncParsableCommand {
     // Every writer of the run records which input has which file: a template that maps two
     // inputs onto one file fails the second instead of overwriting the first.
     let claims = OutputClaims()
-    let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, outputClaims: claims)
+    var context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir)
+    context.outputClaims = claims
     let set = try PipelineFile.load(pipeline, context: context)
     // libvips starts here, on the main thread, before any work, when a stage needs it (a
     // fetch-only pipeline skips its ~80 ms of module loading). Starting it lazily on a pool thread
@@ -217,7 +218,7 @@ struct RunCommand: AsyncParsableCommand {
       let produced = ObjectIdentifier(graph.outputType)
       let finalWriter: AnyStage? =
         produced == ObjectIdentifier(EncodedImage.self)
-        ? AnyStage(Writer(directory: self.output, template: template, claims: claims))
+        ? AnyStage(Writer(directory: self.output, template: template, overwrite: true, claims: claims))
         : produced == ObjectIdentifier(FetchedData.self)
           ? AnyStage(
             BytesWriter(

@@ -59,7 +59,7 @@ struct DiskStoreTests {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let clock = ManualClock()
-    let store = try DiskStore(directory: directory, maxBytes: 1 << 30, maxCount: 3, now: { clock.now })
+    let store = try DiskStore(directory: directory, maxBytes: 1 << 30, maxCount: 3, pool: nil, now: { clock.now })
     for seed in 1...3 {
       try await put(store, seed)
       clock.advance(1)
@@ -70,7 +70,7 @@ struct DiskStoreTests {
     #expect(try await get(store, 2) == nil)
     for seed in [1, 3, 4] { #expect(try await get(store, seed) != nil) }
 
-    let small = try DiskStore(directory: directory + "-small", maxBytes: 3 * 4200, now: { clock.now })
+    let small = try DiskStore(directory: directory + "-small", maxBytes: 3 * 4200, pool: nil, now: { clock.now })
     defer { try? FileManager.default.removeItem(atPath: directory + "-small") }
     for seed in 1...5 {
       try await put(small, seed)
@@ -89,7 +89,7 @@ struct DiskStoreTests {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let clock = ManualClock()
-    let store = try DiskStore(directory: directory, now: { clock.now })
+    let store = try DiskStore(directory: directory, pool: nil, now: { clock.now })
     try await put(store, 1) { CacheEntry(value: $0, storedAt: clock.now, expiresAt: clock.now + 60) }
     try await put(store, 2) {
       CacheEntry(value: $0, storedAt: clock.now, expiresAt: clock.now + 60, validators: CacheValidators(etag: "\"v2\""))

@@ -75,7 +75,8 @@ struct StallTests {
     let pool = BlockingPool(threads: 1, name: "stall-test")
     defer { pool.shutdown() }
     let semaphore = DispatchSemaphore(value: 0)
-    var options = RunOptions(timeout: .seconds(30), stageTimeout: .milliseconds(100), pool: pool)
+    var options = RunOptions(timeout: .seconds(30), stageTimeout: .milliseconds(100))
+    options.pool = pool
     options.stageTimeouts = [:]
     let operation = Pipeline(name: "stuck") { StuckCallStage(semaphore: semaphore) }.run(7, options: options)
     guard case .failure(let error) = await operation.result else {
@@ -87,11 +88,13 @@ struct StallTests {
     #expect(error.message.contains("stage \"stuck\" took longer than its"))
     #expect(error.stageKind == "stuck")
     semaphore.signal()  // the call returns; its result is dropped
+    var afterOptions = RunOptions()
+    afterOptions.pool = pool
     let after = Pipeline(name: "after") {
       ClosureStage<Int, Int>(identifier: "inc") { value, context in
         try await context.pool.run { value + 1 }
       }
-    }.run(1, options: RunOptions(pool: pool))
+    }.run(1, options: afterOptions)
     #expect(try await after.value == 2)
   }
 

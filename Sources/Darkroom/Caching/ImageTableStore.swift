@@ -18,7 +18,7 @@ import Foundation
 /// ```
 public final class ImageTableStore: CacheStore {
   public let name = "table"
-  public let table: ImageTable
+  package let table: ImageTable
   private let clock: @Sendable () -> Date
   private static let instances = StoreInstances<ImageTableStore>()
 
@@ -26,7 +26,7 @@ public final class ImageTableStore: CacheStore {
 
   /// A store over `table`; stores, and the first read of each entry (which verifies its checksum
   /// over pages that may still be on disk), run on `pool`.
-  public init(table: ImageTable, pool: BlockingPool = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
+  package init(table: ImageTable, pool: BlockingPool = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
     self.table = table
     self.pool = pool
     clock = now

@@ -5,7 +5,7 @@ import Foundation
 /// ```json
 /// {"stage": "cache", "store": "disk", "directory": "/var/cache/darkroom", "maxBytes": 2000000000}
 /// ```
-public struct CacheOptions: StageOptions {
+package struct CacheOptions: StageOptions {
   public var store: String
   public var maxAge: Double?
   public var prefix: String

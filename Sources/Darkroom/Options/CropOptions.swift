@@ -1,7 +1,7 @@
 /// JSON options of the `crop` stage: either `rect` (relative by default, or `unit: "pixels"`), or
 /// `width` and `height` with a `gravity` (a compass point, or `attention` / `entropy` for a smart
 /// crop).
-public struct CropOptions: StageOptions {
+package struct CropOptions: StageOptions {
   public struct Rect: Codable, Sendable {
     public var x: Double
     public var y: Double

@@ -1,5 +1,5 @@
 /// JSON options of the `encode` stage.
-public struct EncodeOptions: StageOptions {
+package struct EncodeOptions: StageOptions {
   public var format: String
   public var quality: Int?
   public var progressive: Bool

@@ -1,7 +1,7 @@
 import Foundation
 
 /// JSON options of the `fetch` stage.
-public struct FetchOptions: StageOptions {
+package struct FetchOptions: StageOptions {
   public var maxBytes: Int
   public var root: String?
   public var timeout: Double
@@ -84,7 +84,7 @@ public struct FetchOptions: StageOptions {
 }
 
 /// JSON options of the `decode` stage.
-public struct DecodeOptions: StageOptions {
+package struct DecodeOptions: StageOptions {
   public var maxPixels: Int
   public var autoRotate: Bool
   public var convertToSRGB: Bool
@@ -108,7 +108,7 @@ public struct DecodeOptions: StageOptions {
 }
 
 /// JSON options of the `write` stage.
-public struct WriteOptions: StageOptions {
+package struct WriteOptions: StageOptions {
   public var directory: String?
   public var template: String
   public var overwrite: Bool
@@ -143,7 +143,7 @@ public struct WriteOptions: StageOptions {
 }
 
 /// JSON options of the `save` stage.
-public struct SaveOptions: StageOptions {
+package struct SaveOptions: StageOptions {
   public var template: String
 
   public static let specs = [

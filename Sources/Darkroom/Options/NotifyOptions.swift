@@ -12,7 +12,7 @@ import Logging
 /// {"stage": "notify", "name": "thumbnailReady", "jsonl": "-",
 ///  "webhook": {"url": "https://hooks.example.com/images", "timeout": 5, "retries": 3}}
 /// ```
-public struct NotifyOptions: StageOptions {
+package struct NotifyOptions: StageOptions {
   public struct Webhook: Codable, Sendable {
     public var url: String
     public var timeout: Double?

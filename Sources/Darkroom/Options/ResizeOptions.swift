@@ -1,5 +1,5 @@
 /// JSON options of the `resize` stage.
-public struct ResizeOptions: StageOptions {
+package struct ResizeOptions: StageOptions {
   public var width: Int?
   public var height: Int?
   public var mode: String

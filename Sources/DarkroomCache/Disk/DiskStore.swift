@@ -42,8 +42,14 @@ public final class DiskStore: CacheStore {
 
   /// Opens (creating if needed) a store. Prefer ``open(directory:maxBytes:maxCount:)``, which
   /// shares one instance per directory in a process.
-  public init(
-    directory: String, maxBytes: Int = 1 << 30, maxCount: Int = 100_000, pool: BlockingPool? = nil,
+  public convenience init(directory: String, maxBytes: Int = 1 << 30, maxCount: Int = 100_000) throws {
+    try self.init(directory: directory, maxBytes: maxBytes, maxCount: maxCount, pool: nil)
+  }
+
+  /// A store whose work runs on `pool` (its own threads when `nil`) and that reads the time from
+  /// `now`.
+  package init(
+    directory: String, maxBytes: Int = 1 << 30, maxCount: Int = 100_000, pool: BlockingPool?,
     now: @escaping @Sendable () -> Date = { Date() }
   ) throws {
     do {

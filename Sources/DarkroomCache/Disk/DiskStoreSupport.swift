@@ -44,7 +44,7 @@ public final class CacheSerializableTypes: @unchecked Sendable {
 /// ```swift
 /// let store = try instances.instance(for: path) { try DiskStore(directory: path) }
 /// ```
-public final class StoreInstances<Store: AnyObject & Sendable>: @unchecked Sendable {
+package final class StoreInstances<Store: AnyObject & Sendable>: @unchecked Sendable {
   private let lock = NSLock()
   private var stores: [String: Store] = [:]
 

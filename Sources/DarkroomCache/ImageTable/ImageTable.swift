@@ -20,7 +20,7 @@ import Foundation
 /// let table = try ImageTable(directory: "/var/cache/darkroom/tables", format: format)
 /// let entry = try await table.retrieve("user-42") { try await renderAvatar(42) }
 /// ```
-public final class ImageTable: @unchecked Sendable {
+package final class ImageTable: @unchecked Sendable {
   public let format: ImageTableFormat
   /// The table's file (`<directory>/<name>.imagetable`).
   public let fileURL: URL

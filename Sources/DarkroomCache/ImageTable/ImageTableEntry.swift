@@ -15,7 +15,7 @@ import Foundation
 ///   entry.pixels.withMemoryRebound(to: UInt8.self) { send($0) }  // `entry` alive meanwhile
 /// }
 /// ```
-public final class ImageTableEntry: @unchecked Sendable {
+package final class ImageTableEntry: @unchecked Sendable {
   /// The entry's metadata.
   public let info: ImageTableEntryInfo
   /// The table's pixel layout.
@@ -70,6 +70,6 @@ public final class ImageTableEntry: @unchecked Sendable {
 /// }
 /// table.delegate = log
 /// ```
-public protocol ImageTableDelegate: AnyObject, Sendable {
+package protocol ImageTableDelegate: AnyObject, Sendable {
   func imageTable(_ table: ImageTable, didFail error: PipelineError)
 }

@@ -6,7 +6,7 @@ import Foundation
 #endif
 
 /// What an image table records about one entry besides its pixels.
-public struct ImageTableEntryInfo: Sendable, Hashable {
+package struct ImageTableEntryInfo: Sendable, Hashable {
   /// The entity id (at most 64 UTF-8 bytes).
   public var entityID: String
   /// The stored image's size (at most the format's).

@@ -8,7 +8,7 @@ import Foundation
 /// let avatars = try ImageTableSet(directory: "/var/cache/tables", formats: [small, medium, large])
 /// avatars.delete("user-42", inFamily: "avatars")   // every size of one user
 /// ```
-public final class ImageTableSet: Sendable {
+package final class ImageTableSet: Sendable {
   /// The tables, in the order their formats were given.
   public let tables: [ImageTable]
 

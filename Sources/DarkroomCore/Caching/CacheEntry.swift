@@ -71,7 +71,7 @@ public struct CacheValidators: Sendable, Hashable, Codable {
 /// following Nimbus: `maxAge > 0` overrides the response's headers; `nil` (JSON `0`) uses the
 /// response's `Cache-Control` / `Expires` (`no-store` is not stored; a zero lifetime is stored
 /// only when it can be revalidated); `maxAge < 0` never keeps the value in memory.
-public struct CachePolicy: Sendable, Hashable {
+package struct CachePolicy: Sendable, Hashable {
   public var maxAge: Duration?
 
   public init(maxAge: Duration?) { self.maxAge = maxAge }

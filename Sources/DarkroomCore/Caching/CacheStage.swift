@@ -12,7 +12,7 @@ import Foundation
 ///   Cache<EncodedImage>(store: MemoryStore.shared, maxAge: .seconds(3600))
 /// }
 /// ```
-public protocol CheckpointStage: Sendable {
+package protocol CheckpointStage: Sendable {
   /// The store values are kept in.
   var cacheStore: any CacheStore { get }
   /// A user prefix that separates otherwise equal keys (Nimbus' memoryCachePrefix).
@@ -44,7 +44,7 @@ public struct Cache<Value: Sendable>: Stage, CheckpointStage {
     self.keyPrefix = prefix
   }
 
-  public var policy: CachePolicy { CachePolicy(maxAge: maxAge) }
+  package var policy: CachePolicy { CachePolicy(maxAge: maxAge) }
 
   public var identifier: String {
     "cache(\(cacheStore.name),maxAge=\(maxAge.map { "\($0)" } ?? "headers"),prefix=\(keyPrefix))"
@@ -62,7 +62,7 @@ public struct Cache<Value: Sendable>: Stage, CheckpointStage {
 
 /// Builds ``Cache`` stages for the `cache` kind, whatever value flows at their place; refuses a
 /// place whose value the store cannot keep (a disk store before `decode`, say).
-public struct CacheFactory: PassThroughStageFactory {
+package struct CacheFactory: PassThroughStageFactory {
   public var store: any CacheStore
   public var maxAge: Duration?
   public var prefix: String

@@ -55,7 +55,7 @@ extension CacheStore {
 
 /// Cache keys: the checkpoint's prefix, the source identity and the upstream stage identifiers,
 /// joined by the unit separator (U+001F), which never appears in identities.
-public enum CacheKey {
+package enum CacheKey {
   static let separator: Character = "\u{1F}"
 
   /// The identity stores record for `source` (``ImageSource/resolved``), for purging: for a file,
@@ -95,7 +95,7 @@ public enum CacheKey {
 }
 
 /// What a value costs to keep in memory, in bytes (values without it count 1 KiB).
-public protocol CacheCost {
+package protocol CacheCost {
   var cacheCost: Int { get }
 }
 
@@ -105,7 +105,7 @@ extension FetchedData: CacheCost { public var cacheCost: Int { bytes.count } }
 /// A store that is named but not opened: what a `cache` stage gets while its pipeline is only
 /// validated, so validation creates no directories. It accepts what the real store accepts and
 /// fails every use.
-public struct UnopenedStore: CacheStore {
+package struct UnopenedStore: CacheStore {
   public let name: String
   public let keeps: String
   private let acceptsType: @Sendable (Any.Type) -> Bool

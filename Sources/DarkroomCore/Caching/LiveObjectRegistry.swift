@@ -12,7 +12,7 @@ import Foundation
 /// let a = try await registry.object(for: "a.jpg") { try await makeThumbnail("a.jpg") }
 /// let b = try await registry.object(for: "a.jpg") { try await makeThumbnail("a.jpg") }  // a === b
 /// ```
-public final class LiveObjectRegistry<Key: Hashable & Sendable, Object: AnyObject & Sendable>: @unchecked Sendable {
+package final class LiveObjectRegistry<Key: Hashable & Sendable, Object: AnyObject & Sendable>: @unchecked Sendable {
   private final class WeakBox {
     weak var object: Object?
     init(_ object: Object) { self.object = object }

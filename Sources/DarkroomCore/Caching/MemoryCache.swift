@@ -12,7 +12,7 @@ import Foundation
 /// cache.setValue(image, forKey: "avatar:42", cost: image.bytes.count, lifetime: .seconds(3600))
 /// let hit = cache.value(forKey: "avatar:42")
 /// ```
-public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+package final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   /// The most total cost kept; least recently used entries are evicted beyond it.
   public let costLimit: Int
   /// The most entries kept.

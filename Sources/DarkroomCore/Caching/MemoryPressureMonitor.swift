@@ -12,7 +12,7 @@ import Foundation
 /// let monitor = MemoryPressureMonitor { _ in MemoryStore.shared.trim(toCost: MemoryStore.shared.cache.totalCost / 2) }
 /// monitor.start()
 /// ```
-public final class MemoryPressureMonitor: Sendable {
+package final class MemoryPressureMonitor: Sendable {
   /// One look at the cgroup.
   public struct Reading: Sendable, Equatable {
     /// Bytes in use (v1: without inactive file cache, which the kernel reclaims first).
@@ -131,7 +131,7 @@ public final class MemoryPressureMonitor: Sendable {
 extension MemoryStore {
   /// Starts trimming this store to half its size whenever the process's cgroup is short of
   /// memory; keep the returned monitor alive (release or `stop()` it to end).
-  public func trimOnMemoryPressure(directory: String? = nil, interval: Duration = .seconds(2)) -> MemoryPressureMonitor {
+  package func trimOnMemoryPressure(directory: String? = nil, interval: Duration = .seconds(2)) -> MemoryPressureMonitor {
     let monitor = MemoryPressureMonitor(directory: directory, interval: interval) { [weak self] _ in
       guard let self else { return }
       self.trim(toCost: self.cache.totalCost / 2)

@@ -14,7 +14,7 @@ public final class MemoryStore: CacheStore {
   /// The process's memory store: an LRU of at most 256 MiB and 10,000 entries.
   public static let shared = MemoryStore(costLimit: 256 << 20, countLimit: 10_000)
 
-  public let cache: MemoryCache<String, CacheEntry>
+  package let cache: MemoryCache<String, CacheEntry>
   public let name = "memory"
   private let clock: @Sendable () -> Date
   private let sources = SourceIndex()

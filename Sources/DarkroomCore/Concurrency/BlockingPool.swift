@@ -13,7 +13,7 @@ import Foundation
 /// let pool = BlockingPool(threads: 4, name: "decode")
 /// let size = try await pool.run { try Data(contentsOf: url).count }
 /// ```
-public final class BlockingPool: @unchecked Sendable {
+package final class BlockingPool: @unchecked Sendable {
   /// A process-wide pool with one thread per active processor.
   public static let shared = BlockingPool(threads: ProcessInfo.processInfo.activeProcessorCount, name: "darkroom.blocking")
 

@@ -13,7 +13,7 @@ import HeapModule
 /// let token = DeadlineScheduler.shared.schedule(after: .seconds(60)) { race.stop(timedOut) }
 /// DeadlineScheduler.shared.cancel(token)   // the work ended first
 /// ```
-public final class DeadlineScheduler: @unchecked Sendable {
+package final class DeadlineScheduler: @unchecked Sendable {
   /// The scheduler every time limit of the executor uses.
   public static let shared = DeadlineScheduler()
 

@@ -7,7 +7,7 @@
 /// ```swift
 /// let value = try JSONParser.parse(#"{"version": 1}"#)
 /// ```
-public enum JSONParser {
+package enum JSONParser {
   /// The deepest nesting accepted.
   public static let maxDepth = 64
 

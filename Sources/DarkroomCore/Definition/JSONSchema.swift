@@ -4,7 +4,7 @@
 /// ```swift
 /// print(JSONSchema.document(for: Darkroom.standardRegistry).prettyText)
 /// ```
-public enum JSONSchema {
+package enum JSONSchema {
   /// The schema of a whole definition file.
   public static func document(for registry: StageRegistry) -> JSONValue {
     let stageSchemas = registry.allEntries.map { entry -> JSONValue in

@@ -94,7 +94,7 @@ public enum PipelineDefinition {
   ///  "variants": [{"name": "64", "stages": [{"stage": "resize", "width": 64}, {"stage": "encode", "format": "webp"}]},
   ///               {"name": "128", "stages": [{"stage": "resize", "width": 128}, {"stage": "encode", "format": "webp"}]}]}
   /// ```
-  public static func loadSet(
+  package static func loadSet(
     json: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext(), defaultName: String = "pipeline"
   ) throws(PipelineError) -> PipelineSet {
     let document = try JSONParser.parse(json)
@@ -105,7 +105,7 @@ public enum PipelineDefinition {
   }
 
   /// ``loadSet(json:registry:context:defaultName:)`` from a file.
-  public static func loadSet(
+  package static func loadSet(
     contentsOf path: String, registry: StageRegistry, context: StageBuildContext = StageBuildContext()
   ) throws(PipelineError) -> PipelineSet {
     let (text, stem) = try readDefinition(path)

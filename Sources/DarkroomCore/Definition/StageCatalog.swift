@@ -4,7 +4,7 @@
 /// ```swift
 /// print(StageCatalog.markdown(for: Darkroom.standardRegistry))
 /// ```
-public enum StageCatalog {
+package enum StageCatalog {
   /// A Markdown reference of every kind: summary, input → output, options table.
   public static func markdown(for registry: StageRegistry) -> String {
     var out = "# Stage reference\n\n"

@@ -11,7 +11,7 @@ import Foundation
 /// ```swift
 /// let operation = PipelineExecutor().start(graph, input: ImageSource("a.jpg"), as: (any Sendable).self)
 /// ```
-public struct PipelineExecutor: Sendable {
+package struct PipelineExecutor: Sendable {
   /// Creates an executor. Blocking work runs on each run's ``RunOptions/pool``, unless a layer
   /// picks another pool for a stage (an ``ImageLoader`` does).
   public init() {}

@@ -15,7 +15,7 @@ public struct RunOptions: Sendable {
   /// AsyncImageView's loading timeout. On expiry the operation fails with `timedOut`.
   public var timeout: Duration?
   /// The pool blocking stage work runs on.
-  public var pool: BlockingPool
+  package var pool: BlockingPool = .shared
   /// The longest one stage may take, unless ``stageTimeouts`` names its kind; `nil` for no limit.
   /// On expiry the operation fails with `timedOut`, naming the stage.
   public var stageTimeout: Duration?
@@ -34,14 +34,10 @@ public struct RunOptions: Sendable {
   /// code `willFinishFailed` (the thrown `PipelineError` is kept as is).
   public typealias WillFinishHook = @Sendable (any Sendable, OperationInfo) async throws -> Void
 
-  public init(
-    observers: [any OperationObserver] = [], timeout: Duration? = .seconds(60), stageTimeout: Duration? = nil,
-    pool: BlockingPool = .shared
-  ) {
+  public init(observers: [any OperationObserver] = [], timeout: Duration? = .seconds(60), stageTimeout: Duration? = nil) {
     self.observers = observers
     self.timeout = timeout
     self.stageTimeout = stageTimeout
-    self.pool = pool
     self.willFinishHooks = []
   }
 

@@ -12,7 +12,7 @@
 /// machine.handle(.outputReady)    // [.emit(.willFinish), .runWillFinish]
 /// machine.handle(.willFinishSucceeded(summary))  // [.emit(.finished(summary)), .deliverResult]
 /// ```
-public struct OperationStateMachine: Sendable {
+package struct OperationStateMachine: Sendable {
   /// What happened.
   public enum Input: Sendable {
     case start

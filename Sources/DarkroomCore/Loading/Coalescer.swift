@@ -17,7 +17,7 @@ import Foundation
 ///   try await network.run(ticket) { try await fetch(url) }
 /// }
 /// ```
-public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchecked Sendable {
+package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchecked Sendable {
   private struct Waiter {
     let ticket: PriorityTicket
     let observation: UUID
@@ -223,7 +223,7 @@ private enum JoinOutcome: Equatable {
 ///
 /// A caller that makes no further call must ``checkIn()`` itself (when its run ends, fails or is
 /// cancelled); checking in twice counts once.
-public final class Cohort: Sendable {
+package final class Cohort: Sendable {
   private let group: CohortGroup
   private let used = Protected(false)
 

@@ -50,7 +50,7 @@ public final class ImageLoader: @unchecked Sendable {
 
   /// The scheduler bounding and sharing the loader's stage work (its resource classes show what
   /// runs and waits).
-  public let scheduler: StageScheduler
+  package let scheduler: StageScheduler
   /// The limits and defaults the loader was made with.
   public let configuration: Configuration
 

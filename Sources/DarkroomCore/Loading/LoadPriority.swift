@@ -17,7 +17,7 @@ public enum LoadPriority: Int, Sendable, Comparable, CaseIterable, Codable {
 /// async let image = cpu.run(ticket) { try decode(bytes) }
 /// ticket.priority = .high   // the user scrolled to it
 /// ```
-public final class PriorityTicket: @unchecked Sendable {
+package final class PriorityTicket: @unchecked Sendable {
   private let lock = NSLock()
   private var value: LoadPriority  // guarded by `lock`
   private var observers: [UUID: @Sendable (LoadPriority) -> Void] = [:]  // guarded by `lock`

@@ -117,4 +117,4 @@ final class LoadingLayer: RunLayer {
 /// A stage whose result depends on the run's pipeline name and variant as well as its input (a
 /// writer naming files with `{pipeline}` or `{variant}`): shared in-flight work covering it is
 /// only shared between runs of the same pipeline and variant.
-public protocol ContextSensitiveStage {}
+package protocol ContextSensitiveStage {}

@@ -12,7 +12,7 @@ import Foundation
 /// let network = ResourceClass(name: "network", limit: 8)
 /// let data = try await network.run(PriorityTicket(.high)) { try await transport.fetch(source) }
 /// ```
-public final class ResourceClass: @unchecked Sendable {
+package final class ResourceClass: @unchecked Sendable {
   /// The class's name (`network`, `cpu`, `disk`).
   public let name: String
   private let lock = NSLock()

@@ -14,7 +14,7 @@ import Foundation
 ///   try await stage.process(input, context: context)
 /// }
 /// ```
-public final class StageScheduler: Sendable {
+package final class StageScheduler: Sendable {
   /// Network transfers at once.
   public let network: ResourceClass
   /// CPU-bound stage work at once (decode, resize, encode…).
@@ -95,7 +95,7 @@ public final class StageScheduler: Sendable {
 ///   }
 /// }
 /// ```
-public protocol ShareableValue: Sendable {
+package protocol ShareableValue: Sendable {
   /// A copy safe to give to `consumers` operations at once; blocking work goes to `pool`.
   func preparedForSharing(consumers: Int, pool: BlockingPool) async throws -> Self
 }

@@ -7,7 +7,7 @@
 /// let loopback = AddressRange("127.0.0.0/8")!
 /// loopback.contains([127, 0, 0, 1])   // true
 /// ```
-public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
+package struct AddressRange: Sendable, Hashable, CustomStringConvertible {
   /// The network address: 4 bytes (IPv4) or 16 (IPv6).
   public let network: [UInt8]
   /// The prefix length in bits.

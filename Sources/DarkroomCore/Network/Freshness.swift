@@ -10,7 +10,7 @@ import Foundation
 /// let freshness = Freshness(headers: ["cache-control": "public, max-age=600"])
 /// freshness.lifetime   // 600 seconds
 /// ```
-public enum Freshness: Sendable, Equatable {
+package enum Freshness: Sendable, Equatable {
   /// The response must not be stored.
   case noStore
   /// The response is fresh for this long after it was received.
@@ -80,7 +80,7 @@ public enum Freshness: Sendable, Equatable {
 /// HTTP dates (RFC 9110): IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) parsed and formatted by
 /// hand — every response carries dates, and Foundation's formatters cost far more than the parse —
 /// with the obsolete RFC 850 and asctime forms through `DateFormatter`.
-public enum HTTPDate {
+package enum HTTPDate {
   private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
   private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
   private static let obsoleteFormats = ["EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]

@@ -9,7 +9,7 @@
 /// HTTPHeaderField.problem(name: "Referer", value: "https://a.example\r\nX-Evil: 1")
 /// // "the value of Referer holds a line break or another control character"
 /// ```
-public enum HTTPHeaderField {
+package enum HTTPHeaderField {
   /// The longest name and value accepted, in bytes.
   public static let maxNameBytes = 256
   public static let maxValueBytes = 8192

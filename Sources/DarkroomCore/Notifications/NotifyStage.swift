@@ -62,7 +62,7 @@ struct NotifierLayer: RunLayerFactory {
 }
 
 /// Builds ``Notify`` stages for the `notify` kind, whatever value flows at their place.
-public struct NotifyFactory: PassThroughStageFactory {
+package struct NotifyFactory: PassThroughStageFactory {
   public var name: String
   public var notifier: Notifier
   public var announcesEnd: Bool

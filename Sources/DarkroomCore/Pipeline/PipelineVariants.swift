@@ -40,7 +40,7 @@ public struct PipelineVariants<Output: Sendable>: Sendable {
   }
 
   /// Variants loaded from a definition (see ``PipelineDefinition/loadSet(json:registry:context:defaultName:)``).
-  public init(_ set: PipelineSet) throws(PipelineError) {
+  package init(_ set: PipelineSet) throws(PipelineError) {
     name = set.name
     var variants: [Variant] = []
     for variant in set.variants {
@@ -64,7 +64,7 @@ public struct PipelineVariants<Output: Sendable>: Sendable {
 
 /// What a pipeline definition describes: one graph, or one graph per variant (prefix + the
 /// variant's stages). `name` of a variant is `nil` for a definition without variants.
-public struct PipelineSet: Sendable {
+package struct PipelineSet: Sendable {
   public struct Variant: Sendable {
     public var name: String?
     public var graph: StageGraph

@@ -19,13 +19,13 @@ import Foundation
 ///   }
 /// }
 /// ```
-public protocol FusibleStage: Stage {
+package protocol FusibleStage: Stage {
   /// The stage replacing `self` and the first `absorbed` stages of `following`, or `nil`.
   func fused(with following: ArraySlice<AnyStage>) -> FusedStage?
 }
 
 /// The result of fusing: the merged stage and how many following stages it absorbed.
-public struct FusedStage: Sendable {
+package struct FusedStage: Sendable {
   public var stage: AnyStage
   public var absorbed: Int
 

@@ -23,13 +23,12 @@ public struct StageBuildContext: Sendable {
   /// The batch's record of which input wrote which file, given to `write` and `save` stages (the
   /// runner sets one per run): a second input mapped onto another's file fails instead of
   /// overwriting it.
-  public var outputClaims: OutputClaims?
+  package var outputClaims: OutputClaims?
 
   public init(
     outputDirectory: String? = nil, allowedRoot: String? = nil, cacheDirectory: String? = nil, validatingOnly: Bool = false,
-    values: [String: String] = [:], outputClaims: OutputClaims? = nil
+    values: [String: String] = [:]
   ) {
-    self.outputClaims = outputClaims
     self.outputDirectory = outputDirectory
     self.allowedRoot = allowedRoot
     self.cacheDirectory = cacheDirectory

@@ -76,14 +76,27 @@ public struct StageContext: Sendable {
   /// The variant being produced, when the pipeline declares variants (see ``PipelineVariants``).
   public var variant: String?
   /// The pool blocking work runs on.
-  public var pool: BlockingPool
+  package var pool: BlockingPool
   let emitNote: @Sendable (String) -> Void
   let emitProgress: @Sendable (Int, Int?) -> Void
   let emitCache: @Sendable (CacheEvent) -> Void
 
+  /// A context for running a stage outside a pipeline (in a test, say): events go to the given
+  /// closures, blocking work to the process's shared pool.
   public init(
     operationID: OperationID = OperationID(), pipelineName: String = "", source: ImageSource? = nil,
-    pool: BlockingPool = .shared, emitNote: @escaping @Sendable (String) -> Void = { _ in },
+    emitNote: @escaping @Sendable (String) -> Void = { _ in },
+    emitProgress: @escaping @Sendable (Int, Int?) -> Void = { _, _ in },
+    emitCache: @escaping @Sendable (CacheEvent) -> Void = { _ in }
+  ) {
+    self.init(
+      operationID: operationID, pipelineName: pipelineName, source: source, pool: .shared, emitNote: emitNote,
+      emitProgress: emitProgress, emitCache: emitCache)
+  }
+
+  package init(
+    operationID: OperationID = OperationID(), pipelineName: String = "", source: ImageSource? = nil,
+    pool: BlockingPool, emitNote: @escaping @Sendable (String) -> Void = { _ in },
     emitProgress: @escaping @Sendable (Int, Int?) -> Void = { _, _ in },
     emitCache: @escaping @Sendable (CacheEvent) -> Void = { _ in }
   ) {

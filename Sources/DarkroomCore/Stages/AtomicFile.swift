@@ -22,7 +22,7 @@ import Foundation
 /// try AtomicFile.write(bytes, named: "thumbs/a.jpg", in: "out")
 /// try AtomicFile.write(bytes, to: "out/a.jpg")
 /// ```
-public enum AtomicFile {
+package enum AtomicFile {
   /// Writes `bytes` to `path`, creating missing directories: the last component is written
   /// beneath the folder of `path` (see ``write(_:named:in:overwrite:)``).
   public static func write(_ bytes: ImageBytes, to path: String) throws {

@@ -18,11 +18,16 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
   public var directory: String
   public var template: String
   /// The batch's record of which input wrote which file (see ``Writer/claims``).
-  public var claims: OutputClaims?
+  package var claims: OutputClaims?
 
-  public init(directory: String = ".", template: String = "{name}.{ext}", claims: OutputClaims? = nil) {
+  public init(directory: String = ".", template: String = "{name}.{ext}") {
     self.directory = directory
     self.template = template
+  }
+
+  /// A saver recording what it writes in the batch's `claims`.
+  package init(directory: String, template: String, claims: OutputClaims?) {
+    self.init(directory: directory, template: template)
     self.claims = claims
   }
 

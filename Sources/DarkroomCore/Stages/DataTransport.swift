@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The payload counts against `maxBytes` before it is decoded (base64 text is a third larger than
 /// its bytes, so the check is conservative).
-public struct DataTransport: FetchTransport {
+package struct DataTransport: FetchTransport {
   public let schemes: Set<String> = ["data"]
 
   public init() {}

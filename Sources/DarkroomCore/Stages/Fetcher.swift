@@ -139,14 +139,14 @@ extension FetchTransport {
 /// A transport that can ask the origin whether a cached copy is still current: HTTP with
 /// `If-None-Match` / `If-Modified-Since`, local files by modification time. An unchanged source
 /// comes back as ``FetchedData/notModified`` with no bytes.
-public protocol ConditionalFetchTransport: FetchTransport {
+package protocol ConditionalFetchTransport: FetchTransport {
   func fetch(
     _ source: ImageSource, limits: FetchLimits, validators: CacheValidators, context: StageContext
   ) async throws -> FetchedData
 }
 
 /// A first stage that can revalidate a stale cache entry instead of fetching from scratch.
-public protocol RevalidatingStage: Sendable {
+package protocol RevalidatingStage: Sendable {
   /// Fetches `source` unless it still matches `validators` (then ``FetchedData/notModified``).
   func revalidate(_ source: ImageSource, validators: CacheValidators, context: StageContext) async throws -> FetchedData
 }

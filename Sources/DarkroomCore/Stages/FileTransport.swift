@@ -25,7 +25,7 @@ import Synchronization
 /// ```swift
 /// let fetch = Fetcher(root: "/srv/uploads")   // FileTransport serves its file paths
 /// ```
-public struct FileTransport: FetchTransport {
+package struct FileTransport: FetchTransport {
   public let schemes: Set<String> = ["file"]
 
   public init() {}

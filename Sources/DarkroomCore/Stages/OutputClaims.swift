@@ -15,7 +15,7 @@ import Foundation
 /// let claims = OutputClaims()
 /// let write = Writer(directory: "out", template: "{name}.{ext}", claims: claims)
 /// ```
-public final class OutputClaims: Sendable {
+package final class OutputClaims: Sendable {
   /// Keyed by the path's bytes (two spellings of `é` are two files), each with its owner (one entry
   /// a file written, held for the whole run: kept to two strings).
   private let owners = Protected<[PathKey: String]>([:])

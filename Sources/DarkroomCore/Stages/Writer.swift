@@ -18,16 +18,21 @@ public struct Writer: Stage, ContextSensitiveStage {
   public var overwrite: Bool
   /// The batch's record of which input wrote which file: with it, a second input mapped onto a
   /// file already written for another fails instead of overwriting it (``OutputClaims``).
-  public var claims: OutputClaims?
+  package var claims: OutputClaims?
 
   public static let defaultTemplate = "{name}.{ext}"
 
   public init(
-    directory: String = ".", template: String = Writer.defaultTemplate, overwrite: Bool = true, claims: OutputClaims? = nil
+    directory: String = ".", template: String = Writer.defaultTemplate, overwrite: Bool = true
   ) {
     self.directory = directory
     self.template = template
     self.overwrite = overwrite
+  }
+
+  /// A writer recording what it writes in the batch's `claims`.
+  package init(directory: String, template: String, overwrite: Bool, claims: OutputClaims?) {
+    self.init(directory: directory, template: template, overwrite: overwrite)
     self.claims = claims
   }
 

@@ -42,7 +42,7 @@ public struct FetchedData: Sendable, PipelineValue {
   public var etag: String? { metadata["etag"] }
 
   /// How long the response may be used without revalidation, from its cache headers.
-  public func freshness(now: Date = Date()) -> Freshness { Freshness(headers: metadata, now: now) }
+  package func freshness(now: Date = Date()) -> Freshness { Freshness(headers: metadata, now: now) }
 }
 
 extension FetchedData: SummarizableOutput {

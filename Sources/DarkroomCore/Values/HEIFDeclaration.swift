@@ -15,7 +15,7 @@
 ///   print(declared.width, declared.height, declared.bytesPerDecodedPixel)
 /// }
 /// ```
-public struct HEIFDeclaration: Sendable, Equatable {
+package struct HEIFDeclaration: Sendable, Equatable {
   /// The largest width × height declared anywhere (by area).
   public var width: Int
   public var height: Int

@@ -69,7 +69,7 @@ extension ImageFormat {
   }
 
   /// ``declaredHEIFSize(_:)`` with the file's ``HEIFDeclaration`` already read.
-  public static func declaredHEIFSize(_ bytes: ImageBytes, declaration: HEIFDeclaration?) -> (width: Int, height: Int)? {
+  package static func declaredHEIFSize(_ bytes: ImageBytes, declaration: HEIFDeclaration?) -> (width: Int, height: Int)? {
     let scanned = scannedISPESize(bytes)
     guard let declared = declaration, declared.width > 0, declared.height > 0 else { return scanned }
     guard let scanned else { return (declared.width, declared.height) }

@@ -11,7 +11,7 @@
 ///   print("libjpeg will hold \(frame.coefficientBytes) bytes of coefficients")
 /// }
 /// ```
-public struct JPEGFrame: Sendable, Equatable {
+package struct JPEGFrame: Sendable, Equatable {
   /// The start-of-frame marker (0xC0…0xCF, not 0xC4/0xC8/0xCC).
   public var marker: UInt8
   public var width: Int

@@ -8,7 +8,7 @@
 /// ```swift
 /// struct Thumbnail: SourceCarrying { var source: ImageSource; var pixels: [UInt8] }
 /// ```
-public protocol SourceCarrying: Sendable {
+package protocol SourceCarrying: Sendable {
   /// The source the value came from.
   var source: ImageSource { get set }
 }

@@ -21,7 +21,7 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
   public var partial: Bool
   /// The shared live image this one came from (a `share` decoder), kept alive by every value
   /// derived from it.
-  public var liveImage: LiveDecodedImage?
+  package var liveImage: LiveDecodedImage?
 
   public init(
     source: ImageSource, image: VipsImage, sourceFormat: ImageFormat, sourceWidth: Int, sourceHeight: Int, partial: Bool = false
@@ -55,7 +55,7 @@ extension DecodedImage: ShareableValue {
   /// Decodes the pixels into memory once, so that every operation sharing this decode can read
   /// them (a lazily decoded image can be read only once, from top to bottom). A live shared image
   /// is already in memory.
-  public func preparedForSharing(consumers: Int, pool: BlockingPool) async throws -> DecodedImage {
+  package func preparedForSharing(consumers: Int, pool: BlockingPool) async throws -> DecodedImage {
     guard liveImage == nil else { return self }
     var shared = self
     let image = self.image

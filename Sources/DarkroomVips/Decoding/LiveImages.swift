@@ -2,7 +2,7 @@ import DarkroomCore
 
 /// A decoded image held in memory and shared by every operation that decodes the same bytes
 /// with the same decoder settings while it is alive.
-public final class LiveDecodedImage: Sendable {
+package final class LiveDecodedImage: Sendable {
   /// The decoded image (its pixels are in memory, safe for concurrent readers).
   public let decoded: DecodedImage
 
@@ -22,7 +22,7 @@ public final class LiveDecodedImage: Sendable {
 /// async let a = decode.process(fetched, context: context)
 /// async let b = decode.process(fetched, context: context)   // one decode; a.image === b.image
 /// ```
-public enum LiveImages {
+package enum LiveImages {
   public struct Key: Hashable, Sendable {
     public var bytes: ImageBytes
     public var decoder: String

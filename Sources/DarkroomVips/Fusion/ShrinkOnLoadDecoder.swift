@@ -3,7 +3,7 @@ import DarkroomCore
 extension Decoder: FusibleStage {
   /// Fuses `decode → resize` and `decode → crop (relative) → resize` into one stage that loads
   /// the image at reduced size.
-  public func fused(with following: ArraySlice<AnyStage>) -> FusedStage? {
+  package func fused(with following: ArraySlice<AnyStage>) -> FusedStage? {
     guard !share else { return nil }  // a shared live image is the full decode, kept in memory
     var rest = following
     var crop: Cropper?
@@ -25,7 +25,7 @@ extension Decoder: FusibleStage {
 /// scaling by 2, 4 or 8 chosen like sharp does (keeping at least a little of the reduction for
 /// the final, high-quality resample), WebP scaled decoding — then applies orientation, crop and
 /// the residual resize to exactly the size the unfused stages would produce.
-public struct ShrinkOnLoadDecoder: Stage {
+package struct ShrinkOnLoadDecoder: Stage {
   public static let kind = "decode+resize"
 
   public let decoder: Decoder

@@ -10,7 +10,7 @@ import Foundation
 /// try Vips.initialize()
 /// print(Vips.version)   // "8.14.1"
 /// ```
-public enum Vips {
+package enum Vips {
   private static let initialization: Result<Void, PipelineError> = {
     if dr_init(CommandLine.arguments.first ?? "darkroom") != 0 {
       return .failure(PipelineError(.processingFailed, "libvips failed to initialise", cause: captureError()))
