@@ -46,9 +46,9 @@ func loaderCoalescingBench(_ arguments: [String]) async throws {
   let fetch = localFetcher()
   let thumbnail = Pipeline(name: "loader-bench") {
     fetch
-    Decoder()
+    ImageDecoder()
     Resizer(width: 300, height: 300, mode: .fit)
-    Encoder(.jpeg(quality: 80))
+    ImageEncoder(.jpeg(quality: 80))
   }
   let clock = ContinuousClock()
   let started = clock.now
@@ -84,17 +84,17 @@ func saturatedHitsBench(_ arguments: [String]) async throws {
   let fetch = localFetcher()
   let cached = Pipeline(name: "cached") {
     fetch
-    Decoder()
+    ImageDecoder()
     Resizer(width: 300, height: 300, mode: .fit)
-    Encoder(.jpeg(quality: 80))
+    ImageEncoder(.jpeg(quality: 80))
     Cache<EncodedImage>(store: store, maxAge: .seconds(3600))
   }
   // Full decodes, no shrink-on-load, a sharpen-free resize: the expensive work.
   let heavy = Pipeline(name: "heavy", fusion: false) {
     fetch
-    Decoder()
+    ImageDecoder()
     Resizer(width: 1600)
-    Encoder(.jpeg(quality: 90))
+    ImageEncoder(.jpeg(quality: 90))
   }
   _ = try await loader.load(ImageSource(first), pipeline: cached).value
   let progress = BackgroundProgress()

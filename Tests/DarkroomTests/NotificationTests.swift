@@ -21,9 +21,9 @@ struct NotificationTests {
   var thumbnail: Pipeline<ImageSource, EncodedImage> {
     Pipeline(name: "thumb") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 50)
-      Encoder(.webp(quality: 70))
+      ImageEncoder(.webp(quality: 70))
     }
   }
 
