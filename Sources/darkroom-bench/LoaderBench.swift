@@ -3,16 +3,15 @@ import Foundation
 import Synchronization
 
 /// Counts the stage runs that did work (not joined), by stage kind.
-final class WorkCounter: OperationObserver, @unchecked Sendable {
-  private let lock = NSLock()
-  private var counts: [String: Int] = [:]  // guarded by `lock`
+final class WorkCounter: OperationObserver, Sendable {
+  private let counts = Protected<[String: Int]>([:])
   func receive(_ event: OperationEvent, for operation: OperationInfo) {
     guard case .stageStarted(let stage) = event, !stage.joined else { return }
-    lock.withLock {
+    counts.withLock { counts in
       for kind in [stage.kind] + stage.fusedKinds { counts[kind, default: 0] += 1 }
     }
   }
-  func count(_ kind: String) -> Int { lock.withLock { counts[kind] ?? 0 } }
+  func count(_ kind: String) -> Int { counts.withLock { $0[kind] ?? 0 } }
 }
 
 func percentile(_ samples: [Duration], _ fraction: Double) -> Duration {

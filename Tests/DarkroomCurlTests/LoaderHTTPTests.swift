@@ -7,7 +7,7 @@ import Testing
 /// Measures how many transfers run at once through the HTTP transport it wraps.
 struct MeteredTransport: FetchTransport {
   final class Meter: Sendable {
-    private let counts = Locked((current: 0, peak: 0, total: 0))
+    private let counts = Protected((current: 0, peak: 0, total: 0))
     func enter() {
       counts.withLock {
         $0.current += 1
