@@ -12,7 +12,7 @@ let package = Package(
     .library(name: "DarkroomVips", targets: ["DarkroomVips"]),
     .library(name: "DarkroomCache", targets: ["DarkroomCache"]),
     .library(name: "DarkroomTesting", targets: ["DarkroomTesting"]),
-    .executable(name: "darkroom", targets: ["darkroom"]),
+    .executable(name: "darkroom", targets: ["DarkroomCLI"]),
     .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
   ],
   dependencies: [
@@ -63,8 +63,10 @@ let package = Package(
         .product(name: "Metrics", package: "swift-metrics"),
       ], swiftSettings: strict),
     .target(name: "DarkroomTesting", dependencies: ["Darkroom"], swiftSettings: strict),
+    // The command-line runner: the target is DarkroomCLI (no two paths may differ only by case, and
+    // Sources/Darkroom is the library), the executable product keeps the name `darkroom`.
     .executableTarget(
-      name: "darkroom",
+      name: "DarkroomCLI",
       dependencies: ["Darkroom", .product(name: "ArgumentParser", package: "swift-argument-parser")],
       swiftSettings: strict
     ),
@@ -76,8 +78,8 @@ let package = Package(
       capability: .command(
         intent: .custom(verb: "validate-pipelines", description: "Validate every Darkroom pipeline JSON file in the package"),
         permissions: []
-      ),
-      dependencies: ["darkroom"]
+      )
+      // No tool dependency: the plugin builds the `darkroom` product itself (see the plugin).
     ),
     .target(
       name: "DarkroomHTTPTestServer",
@@ -104,8 +106,8 @@ let package = Package(
       ],
       swiftSettings: strict),
     .testTarget(
-      name: "darkroomTests",
-      dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "CZlib", "darkroom", "darkroom-fuzz"],
+      name: "DarkroomCLITests",
+      dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "CZlib", "DarkroomCLI", "darkroom-fuzz"],
       swiftSettings: strict),
   ]
 )

@@ -10,7 +10,7 @@ import PackagePlugin
 @main
 struct ValidatePipelines: CommandPlugin {
   func performCommand(context: PluginContext, arguments: [String]) async throws {
-    let tool = try context.tool(named: "darkroom")
+    let tool = try darkroomTool()
     let root = context.package.directoryURL
     let files = arguments.isEmpty ? findPipelineFiles(under: root) : arguments
     guard !files.isEmpty else {
@@ -18,7 +18,7 @@ struct ValidatePipelines: CommandPlugin {
       return
     }
     let process = Process()
-    process.executableURL = tool.url
+    process.executableURL = tool
     process.arguments = ["validate"] + files
     try process.run()
     process.waitUntilExit()
@@ -26,6 +26,19 @@ struct ValidatePipelines: CommandPlugin {
       Diagnostics.error("darkroom validate found invalid pipelines (exit status \(process.terminationStatus))")
       throw PipelineValidationFailed()
     }
+  }
+
+  /// Builds the `darkroom` product and returns its executable. The plugin asks the package manager
+  /// for the product instead of listing the executable target as a tool dependency: the target is
+  /// `DarkroomCLI` and the product `darkroom`, and SwiftPM then looks for a product named after the
+  /// target ("no product named 'DarkroomCLI'", swiftlang/swift-package-manager#8831).
+  private func darkroomTool() throws -> URL {
+    let build = try packageManager.build(.product("darkroom"), parameters: .init(configuration: .debug))
+    guard build.succeeded, let tool = build.builtArtifacts.first(where: { $0.kind == .executable }) else {
+      Diagnostics.error("building the darkroom product failed:\n\(build.logText)")
+      throw PipelineValidationFailed()
+    }
+    return tool.url
   }
 
   private func findPipelineFiles(under root: URL) -> [String] {

@@ -42,7 +42,7 @@ public enum Darkroom {
       "decode", summary: "Decodes JPEG, PNG, GIF, WebP, TIFF or HEIF/AVIF bytes (sniffed, trusted loaders only) into an image.",
       options: DecodeOptions.self
     ) { options, _ in
-      Decoder(
+      ImageDecoder(
         maxPixels: options.maxPixels, autoRotate: options.autoRotate, convertToSRGB: options.convertToSRGB,
         lenient: options.lenient, share: options.share)
     }

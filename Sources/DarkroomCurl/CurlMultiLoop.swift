@@ -14,13 +14,15 @@ final class CurlMultiLoop: @unchecked Sendable {
   static let shared = CurlMultiLoop()
 
   private let multi: UnsafeMutableRawPointer?
-  // `lock` guards `incoming` and `cancelled`; `active` belongs to the loop thread alone.
-  private let lock = NSLock()
-  private var incoming: [CurlTransfer] = []
-  /// Transfers to cancel, by id: a cancellation that arrives just after its transfer ended must
-  /// not keep the transfer (and its libcurl handle) alive until the loop next wakes up.
-  private var cancelled: Set<UInt64> = []
-  private var limit = 64
+  /// What callers hand to the loop thread. `active` and `ready` belong to the loop thread alone.
+  private struct Queued {
+    var incoming: [CurlTransfer] = []
+    /// Transfers to cancel, by id: a cancellation that arrives just after its transfer ended must
+    /// not keep the transfer (and its libcurl handle) alive until the loop next wakes up.
+    var cancelled: Set<UInt64> = []
+    var limit = 64
+  }
+  private let queued = Protected(Queued())
   private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 
   private init() {
@@ -37,9 +39,9 @@ final class CurlMultiLoop: @unchecked Sendable {
 
   /// The most transfers that run at once; more wait in order (the runner's `--fetch-concurrency`).
   var maxConcurrentTransfers: Int {
-    get { lock.withLock { limit } }
+    get { queued.withLock { $0.limit } }
     set {
-      lock.withLock { limit = max(1, newValue) }
+      queued.withLock { $0.limit = max(1, newValue) }
       if let multi { curl_multi_wakeup(multi) }
     }
   }
@@ -50,12 +52,12 @@ final class CurlMultiLoop: @unchecked Sendable {
     return await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
         transfer.continuation = continuation
-        lock.withLock { incoming.append(transfer) }
+        queued.withLock { $0.incoming.append(transfer) }
         if let multi { curl_multi_wakeup(multi) }
       }
     } onCancel: {
       transfer.cancel()
-      lock.withLock { _ = cancelled.insert(transfer.id) }
+      queued.withLock { _ = $0.cancelled.insert(transfer.id) }
       if let multi { curl_multi_wakeup(multi) }
     }
   }
@@ -83,19 +85,19 @@ final class CurlMultiLoop: @unchecked Sendable {
       // loop blocks in curl_multi_poll.
       do {
         let running = active.count
-        let (added, removed) = lock.withLock { () -> ([CurlTransfer], Set<UInt64>) in
-          let removed = cancelled
-          cancelled = []
+        let (added, removed) = queued.withLock { queued -> ([CurlTransfer], Set<UInt64>) in
+          let removed = queued.cancelled
+          queued.cancelled = []
           // Cancelled transfers still waiting leave the queue at once; the rest start in order
           // while there is room under the limit.
-          incoming.removeAll { transfer in
+          queued.incoming.removeAll { transfer in
             guard removed.contains(transfer.id) else { return false }
             finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
             return true
           }
-          let room = max(0, limit - running)
-          let added = Array(incoming.prefix(room))
-          incoming.removeFirst(added.count)
+          let room = max(0, queued.limit - running)
+          let added = Array(queued.incoming.prefix(room))
+          queued.incoming.removeFirst(added.count)
           return (added, removed)
         }
         for transfer in added {

@@ -43,81 +43,32 @@ public struct GateStage<Value: Sendable>: Stage {
 }
 
 /// A one-shot latch tasks can wait on; cancellation-aware.
+///
+/// ```swift
+/// let gate = Gate()
+/// let operation = Pipeline(name: "held") { GateStage<Int>(gate) }.run(1)
+/// await gate.entered()   // the stage is waiting at the gate
+/// gate.open()            // now it goes on
+/// ```
 public final class Gate: Sendable {
-  private struct State {
-    var open = false
-    var entered = false
-    var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
-    var enteredWaiters: [CheckedContinuation<Void, Never>] = []
-    var next: UInt64 = 0
-    var cancelled: Set<UInt64> = []
-  }
-  private let state = Locked(State())
+  /// Opened when a stage first reaches the gate.
+  private let reached = Latch()
+  private let opened = Latch()
 
   public init() {}
 
   /// Lets every waiter through, now and later.
-  public func open() {
-    let waiters = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
-      state.open = true
-      defer { state.waiters = [:] }
-      return Array(state.waiters.values)
-    }
-    for waiter in waiters { waiter.resume() }
-  }
+  public func open() { opened.open() }
 
   /// Suspends until the gate a stage waits on has been reached.
-  public func entered() async {
-    await withCheckedContinuation { continuation in
-      let now = state.withLock { state -> Bool in
-        if state.entered { return true }
-        state.enteredWaiters.append(continuation)
-        return false
-      }
-      if now { continuation.resume() }
-    }
-  }
+  public func entered() async { await reached.wait() }
 
-  func markEntered() {
-    let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-      state.entered = true
-      defer { state.enteredWaiters = [] }
-      return state.enteredWaiters
-    }
-    for waiter in waiters { waiter.resume() }
-  }
+  func markEntered() { reached.open() }
 
   /// Waits until the gate opens (marking the gate as reached, see ``entered()``); throws
   /// `CancellationError` if the task is cancelled first.
   public func wait() async throws {
     markEntered()
-    let id = state.withLock { state -> UInt64 in
-      state.next += 1
-      return state.next
-    }
-    try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-        let outcome = state.withLock { state -> Bool? in
-          if state.cancelled.remove(id) != nil { return false }
-          if state.open { return true }
-          state.waiters[id] = continuation
-          return nil
-        }
-        switch outcome {
-        case true?: continuation.resume()
-        case false?: continuation.resume(throwing: CancellationError())
-        case nil: break
-        }
-      }
-    } onCancel: {
-      let waiter = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-        guard let waiter = state.waiters.removeValue(forKey: id) else {
-          state.cancelled.insert(id)
-          return nil
-        }
-        return waiter
-      }
-      waiter?.resume(throwing: CancellationError())
-    }
+    try await opened.waitUnlessCancelled()
   }
 }

@@ -1,3 +1,4 @@
+import Darkroom
 import Foundation
 
 /// A wall clock tests move by hand, for stores' `now:` parameters: lifetimes are tested without
@@ -8,23 +9,14 @@ import Foundation
 /// let store = MemoryStore(costLimit: 1 << 20, now: { clock.now })
 /// clock.advance(61)
 /// ```
-public final class ManualClock: @unchecked Sendable {
-  private let lock = NSLock()
-  private var current: Date
+public final class ManualClock: Sendable {
+  private let current: Protected<Date>
 
-  public init(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = start }
+  public init(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = Protected(start) }
 
   /// The current time.
-  public var now: Date {
-    lock.lock()
-    defer { lock.unlock() }
-    return current
-  }
+  public var now: Date { current.value }
 
   /// Moves the clock forward.
-  public func advance(_ seconds: TimeInterval) {
-    lock.lock()
-    current += seconds
-    lock.unlock()
-  }
+  public func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
 }

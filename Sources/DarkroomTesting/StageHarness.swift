@@ -9,7 +9,7 @@ import Foundation
 /// #expect(harness.notes.isEmpty)
 /// ```
 public final class StageHarness: Sendable {
-  private let recorded = Locked<[String]>([])
+  private let recorded = Protected<[String]>([])
   package let pool: BlockingPool
 
   /// A harness whose stages' blocking work runs on the process's shared pool.
@@ -34,7 +34,7 @@ public final class StageHarness: Sendable {
 
 /// Records every event of the operations it observes, for assertions.
 public final class RecordingObserver: OperationObserver {
-  private let recorded = Locked<[(OperationInfo, OperationEvent)]>([])
+  private let recorded = Protected<[(OperationInfo, OperationEvent)]>([])
 
   public init() {}
 
@@ -48,27 +48,4 @@ public final class RecordingObserver: OperationObserver {
   public var names: [String] { events.map(\.name) }
   /// Events of one operation.
   public func events(of id: OperationID) -> [OperationEvent] { recorded.withLock { $0.filter { $0.0.id == id }.map(\.1) } }
-}
-
-/// A value shared between tasks in tests, behind a lock.
-///
-/// ```swift
-/// let count = Locked(0)
-/// await withTaskGroup(of: Void.self) { group in group.addTask { count.withLock { $0 += 1 } } }
-/// ```
-///
-/// The lock is an `NSLock` (a pthread mutex), which ThreadSanitizer understands; it does not see
-/// through `Synchronization.Mutex` and reports races on values guarded by one.
-public final class Locked<Value>: @unchecked Sendable {
-  private let lock = NSLock()
-  private var storage: Value  // guarded by `lock`
-  public init(_ value: Value) { storage = value }
-  /// Runs `body` with exclusive access.
-  public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-    lock.lock()
-    defer { lock.unlock() }
-    return try body(&storage)
-  }
-  /// The current value.
-  public var value: Value { withLock { $0 } }
 }

@@ -5,7 +5,7 @@ import Foundation
 ///
 /// ```swift
 /// let fetched = try TestImages.fetched(.jpeg, width: 640, height: 480)
-/// let image = try Decoder().decode(fetched)
+/// let image = try ImageDecoder().decode(fetched)
 /// ```
 public enum TestImages {
   /// Pixels of a smooth gradient: red grows left to right, green top to bottom, blue constant.
@@ -65,7 +65,7 @@ public enum TestImages {
     if let orientation { image = try image.withOrientation(orientation) }
     let decoded = DecodedImage(
       source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: width, sourceHeight: height)
-    return try Encoder(format, keepMetadata: orientation != nil).encode(decoded).bytes
+    return try ImageEncoder(format, keepMetadata: orientation != nil).encode(decoded).bytes
   }
 
   /// ``encoded(_:width:height:quadrants:orientation:alpha:)`` wrapped as fetched data.

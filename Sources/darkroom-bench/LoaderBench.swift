@@ -3,16 +3,15 @@ import Foundation
 import Synchronization
 
 /// Counts the stage runs that did work (not joined), by stage kind.
-final class WorkCounter: OperationObserver, @unchecked Sendable {
-  private let lock = NSLock()
-  private var counts: [String: Int] = [:]  // guarded by `lock`
+final class WorkCounter: OperationObserver, Sendable {
+  private let counts = Protected<[String: Int]>([:])
   func receive(_ event: OperationEvent, for operation: OperationInfo) {
     guard case .stageStarted(let stage) = event, !stage.joined else { return }
-    lock.withLock {
+    counts.withLock { counts in
       for kind in [stage.kind] + stage.fusedKinds { counts[kind, default: 0] += 1 }
     }
   }
-  func count(_ kind: String) -> Int { lock.withLock { counts[kind] ?? 0 } }
+  func count(_ kind: String) -> Int { counts.withLock { $0[kind] ?? 0 } }
 }
 
 func percentile(_ samples: [Duration], _ fraction: Double) -> Duration {
@@ -46,9 +45,9 @@ func loaderCoalescingBench(_ arguments: [String]) async throws {
   let fetch = localFetcher()
   let thumbnail = Pipeline(name: "loader-bench") {
     fetch
-    Decoder()
+    ImageDecoder()
     Resizer(width: 300, height: 300, mode: .fit)
-    Encoder(.jpeg(quality: 80))
+    ImageEncoder(.jpeg(quality: 80))
   }
   let clock = ContinuousClock()
   let started = clock.now
@@ -84,17 +83,17 @@ func saturatedHitsBench(_ arguments: [String]) async throws {
   let fetch = localFetcher()
   let cached = Pipeline(name: "cached") {
     fetch
-    Decoder()
+    ImageDecoder()
     Resizer(width: 300, height: 300, mode: .fit)
-    Encoder(.jpeg(quality: 80))
+    ImageEncoder(.jpeg(quality: 80))
     Cache<EncodedImage>(store: store, maxAge: .seconds(3600))
   }
   // Full decodes, no shrink-on-load, a sharpen-free resize: the expensive work.
   let heavy = Pipeline(name: "heavy", fusion: false) {
     fetch
-    Decoder()
+    ImageDecoder()
     Resizer(width: 1600)
-    Encoder(.jpeg(quality: 90))
+    ImageEncoder(.jpeg(quality: 90))
   }
   _ = try await loader.load(ImageSource(first), pipeline: cached).value
   let progress = BackgroundProgress()

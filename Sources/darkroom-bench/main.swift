@@ -49,9 +49,9 @@ func benchmark() async throws {
   func thumbnail(store: any CacheStore) -> Pipeline<ImageSource, EncodedImage> {
     Pipeline(name: "bench-\(store.name)") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 300, height: 300, mode: .fit)
-      Encoder(.jpeg(quality: 80))
+      ImageEncoder(.jpeg(quality: 80))
       Cache<EncodedImage>(store: store, maxAge: .seconds(3600))
     }
   }
@@ -84,7 +84,7 @@ func benchmark() async throws {
   let tableStore = ImageTableStore(table: try ImageTable(directory: scratch + "/tables", format: format))
   let tablePipeline = Pipeline(name: "bench-table") {
     Fetcher()
-    Decoder()
+    ImageDecoder()
     Resizer(width: 300, height: 300, mode: .fit)
     Cache<DecodedImage>(store: tableStore, maxAge: .seconds(3600))
   }
@@ -107,7 +107,7 @@ func benchmark() async throws {
   let decodeResize = try await measure(max(5, iterations / 100)) {
     let fetched = try await Fetcher().process(source, context: StageContext())
     let graph = try StageGraph(
-      name: "decode-resize", stages: [AnyStage(Decoder()), AnyStage(Resizer(width: 300, height: 300, mode: .fit))])
+      name: "decode-resize", stages: [AnyStage(ImageDecoder()), AnyStage(Resizer(width: 300, height: 300, mode: .fit))])
     let decoded = try await PipelineExecutor().start(graph, input: fetched, as: DecodedImage.self).value
     _ = try decoded.image.materialized()
   }

@@ -48,10 +48,10 @@ enum Harness: String, CaseIterable {
 
   static func decode(_ bytes: [UInt8]) {
     let fetched = FetchedData(source: ImageSource(path: "fuzz.img"), bytes: ImageBytes(bytes))
-    guard let decoded = try? Decoder().decode(fetched),
+    guard let decoded = try? ImageDecoder().decode(fetched),
       let resized = try? Resizer(width: 300, height: 300, mode: .fit).resize(decoded)
     else { return }
-    _ = try? Encoder(.jpeg(quality: 80)).encode(resized)
+    _ = try? ImageEncoder(.jpeg(quality: 80)).encode(resized)
   }
 
   /// A scratch directory with a disk store holding one entry, and an image-table format.

@@ -45,11 +45,10 @@ struct ImageTableHardeningTests {
     }
   }
 
-  final class Failures: ImageTableDelegate, @unchecked Sendable {
-    private let lock = NSLock()
-    private var errors: [PipelineError] = []
-    func imageTable(_ table: ImageTable, didFail error: PipelineError) { lock.withLock { errors.append(error) } }
-    var all: [PipelineError] { lock.withLock { errors } }
+  final class Failures: ImageTableDelegate, Sendable {
+    private let errors = Protected<[PipelineError]>([])
+    func imageTable(_ table: ImageTable, didFail error: PipelineError) { errors.withLock { $0.append(error) } }
+    var all: [PipelineError] { errors.value }
   }
 
   /// Opens a table again. Retries briefly while it is "in use": a process spawned by another test

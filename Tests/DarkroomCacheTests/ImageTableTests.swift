@@ -21,18 +21,16 @@ struct ImageTableTests {
     }
   }
 
-  final class Failures: ImageTableDelegate, @unchecked Sendable {
-    private let lock = NSLock()
-    private var errors: [PipelineError] = []
-    func imageTable(_ table: ImageTable, didFail error: PipelineError) { lock.withLock { errors.append(error) } }
-    var codes: [PipelineError.Code] { lock.withLock { errors.map(\.code) } }
+  final class Failures: ImageTableDelegate, Sendable {
+    private let errors = Protected<[PipelineError]>([])
+    func imageTable(_ table: ImageTable, didFail error: PipelineError) { errors.withLock { $0.append(error) } }
+    var codes: [PipelineError.Code] { errors.withLock { $0.map(\.code) } }
   }
 
-  final class Count: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = 0
-    func increment() { lock.withLock { value += 1 } }
-    var current: Int { lock.withLock { value } }
+  final class Count: Sendable {
+    private let value = Protected(0)
+    func increment() { value.withLock { $0 += 1 } }
+    var current: Int { value.value }
   }
 
   @Test("pixels round-trip, page-aligned, rows packed")
@@ -175,17 +173,17 @@ struct ImageTableTests {
     }
     #expect(runs.current == 20 && table.count == 20)
 
-    let gate = AsyncStream<Void>.makeStream()
+    let gate = Latch()
     let waiting = Task {
       try await table.retrieve("slow") {
-        for await _ in gate.stream {}
+        try? await gate.waitUnlessCancelled()
         try Task.checkCancellation()
         return ImageTable.Pixels(width: 32, height: 24, bytes: self.pixels(9))
       }
     }
     while !table.isProviding("slow") { await Task.yield() }
     table.cancel("slow")
-    gate.continuation.finish()
+    gate.open()
     await #expect(throws: CancellationError.self) { _ = try await waiting.value }
     #expect(!table.exists("slow"))
     table.reset()

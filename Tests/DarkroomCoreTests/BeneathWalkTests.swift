@@ -89,9 +89,8 @@ struct BeneathWalkTests {
 }
 
 /// A flag set once, read from another thread.
-final class ManagedFlag: @unchecked Sendable {
-  private let lock = NSLock()
-  private var value = false
-  var isSet: Bool { lock.withLock { value } }
-  func set() { lock.withLock { value = true } }
+final class ManagedFlag: Sendable {
+  private let value = Protected(false)
+  var isSet: Bool { value.value }
+  func set() { value.withLock { $0 = true } }
 }

@@ -5,22 +5,22 @@ import Testing
 @Suite("Coalescing")
 struct CoalescerTests {
   /// A gate the shared work waits at, and what it saw.
-  final class Probe: @unchecked Sendable {
-    let gate = AsyncStream<Void>.makeStream()
-    private let lock = NSLock()
-    private var cancelled = false
-    private var tickets: [PriorityTicket] = []
-    func open() { gate.continuation.finish() }
-    func sawCancellation() { lock.withLock { cancelled = true } }
-    var wasCancelled: Bool { lock.withLock { cancelled } }
-    func record(_ ticket: PriorityTicket) { lock.withLock { tickets.append(ticket) } }
-    var ticket: PriorityTicket? { lock.withLock { tickets.first } }
+  final class Probe: Sendable {
+    let gate = Latch()
+    private let seen = Protected((cancelled: false, tickets: [PriorityTicket]()))
+    func open() { gate.open() }
+    /// Waits until ``open()`` or until the task is cancelled.
+    func wait() async { try? await gate.waitUnlessCancelled() }
+    func sawCancellation() { seen.withLock { $0.cancelled = true } }
+    var wasCancelled: Bool { seen.value.cancelled }
+    func record(_ ticket: PriorityTicket) { seen.withLock { $0.tickets.append(ticket) } }
+    var ticket: PriorityTicket? { seen.value.tickets.first }
   }
 
   func work(_ probe: Probe, value: Int = 42) -> @Sendable (PriorityTicket) async throws -> Int {
     { ticket in
       probe.record(ticket)
-      for await _ in probe.gate.stream {}
+      await probe.wait()
       if Task.isCancelled {
         probe.sawCancellation()
         throw CancellationError()
@@ -87,7 +87,7 @@ struct CoalescerTests {
     let waiters = (0..<5).map { _ in
       Task {
         try await coalescer.value(for: "k") { _ in
-          for await _ in probe.gate.stream {}
+          await probe.wait()
           throw Boom()
         }
       }
@@ -113,11 +113,10 @@ struct CoalescerTests {
     #expect(nextRuns.value == 1)
   }
 
-  final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func increment() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
+  final class Counter: Sendable {
+    private let count = Protected(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.value }
   }
 
   func chained(

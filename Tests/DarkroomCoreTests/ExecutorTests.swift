@@ -58,7 +58,7 @@ struct ExecutorTests {
   func willFinishHookFails() async {
     let observer = RecordingObserver()
     var options = RunOptions(observers: [observer])
-    let seen = Locked<[Int]>([])
+    let seen = Protected<[Int]>([])
     options.onWillFinish { (value: Int, _: OperationInfo) in
       seen.withLock { $0.append(value) }
       throw Oops()
@@ -137,8 +137,8 @@ struct BlockingPoolTests {
   @Test("never runs more items at once than it has threads")
   func bounded() async throws {
     let pool = BlockingPool(threads: 3, name: "test.bounded")
-    let running = Locked(0)
-    let peak = Locked(0)
+    let running = Protected(0)
+    let peak = Protected(0)
     try await withThrowingTaskGroup(of: Void.self) { group in
       for _ in 0..<40 {
         group.addTask {
@@ -167,7 +167,7 @@ struct BlockingPoolTests {
   func cancelledBeforeStart() async throws {
     let pool = BlockingPool(threads: 1, name: "test.cancel")
     let blocker = DispatchSemaphore(value: 0)
-    let ran = Locked(false)
+    let ran = Protected(false)
     let first = Task { try await pool.run { blocker.wait() } }
     // Wait until the only thread is busy.
     while pool.peakConcurrency == 0 { await Task.yield() }

@@ -9,16 +9,15 @@ struct LiveObjectRegistryTests {
     init(_ id: Int) { self.id = id }
   }
 
-  final class Count: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = 0
+  final class Count: Sendable {
+    private let value = Protected(0)
     func next() -> Int {
-      lock.withLock {
-        value += 1
-        return value
+      value.withLock {
+        $0 += 1
+        return $0
       }
     }
-    var current: Int { lock.withLock { value } }
+    var current: Int { value.value }
   }
 
   @Test("100 concurrent requests for one key create one object and all get it")

@@ -4,30 +4,26 @@ import Foundation
 import Testing
 
 /// Counts how many runs of some stage work are inside it at once, and the most ever.
-final class ConcurrencyMeter: @unchecked Sendable {
-  private let lock = NSLock()
-  private var current = 0
-  private var highest = 0
-  private var total = 0
+final class ConcurrencyMeter: Sendable {
+  private let counts = Protected((current: 0, highest: 0, total: 0))
   func enter() {
-    lock.withLock {
-      current += 1
-      total += 1
-      highest = max(highest, current)
+    counts.withLock { counts in
+      counts.current += 1
+      counts.total += 1
+      counts.highest = max(counts.highest, counts.current)
     }
   }
-  func leave() { lock.withLock { current -= 1 } }
-  var peak: Int { lock.withLock { highest } }
-  var runs: Int { lock.withLock { total } }
-  var inside: Int { lock.withLock { current } }
+  func leave() { counts.withLock { $0.current -= 1 } }
+  var peak: Int { counts.value.highest }
+  var runs: Int { counts.value.total }
+  var inside: Int { counts.value.current }
 }
 
 /// Records in order the sources that a stage processed.
-final class StartLog: @unchecked Sendable {
-  private let lock = NSLock()
-  private var entries: [String] = []
-  func append(_ entry: String) { lock.withLock { entries.append(entry) } }
-  var order: [String] { lock.withLock { entries } }
+final class StartLog: Sendable {
+  private let entries = Protected<[String]>([])
+  func append(_ entry: String) { entries.withLock { $0.append(entry) } }
+  var order: [String] { entries.value }
 }
 
 /// A stage of a chosen resource that measures its own concurrency, logs what it processed, may
@@ -59,19 +55,17 @@ struct ProbeStage: Stage {
 }
 
 /// Records every operation's events, keyed by operation.
-final class EventLedger: OperationObserver, @unchecked Sendable {
-  private let lock = NSLock()
-  private var events: [OperationID: [OperationEvent]] = [:]
-  private var terminalOrder: [String] = []
+final class EventLedger: OperationObserver, Sendable {
+  private let recorded = Protected((events: [OperationID: [OperationEvent]](), terminalOrder: [String]()))
   func receive(_ event: OperationEvent, for operation: OperationInfo) {
-    lock.withLock {
-      events[operation.id, default: []].append(event)
-      if event.isTerminal { terminalOrder.append("\(operation.source ?? "?"):\(event.name)") }
+    recorded.withLock { recorded in
+      recorded.events[operation.id, default: []].append(event)
+      if event.isTerminal { recorded.terminalOrder.append("\(operation.source ?? "?"):\(event.name)") }
     }
   }
-  func events(of id: OperationID) -> [OperationEvent] { lock.withLock { events[id] ?? [] } }
-  var terminals: [String] { lock.withLock { terminalOrder } }
-  var all: [OperationID: [OperationEvent]] { lock.withLock { events } }
+  func events(of id: OperationID) -> [OperationEvent] { recorded.withLock { $0.events[id] ?? [] } }
+  var terminals: [String] { recorded.value.terminalOrder }
+  var all: [OperationID: [OperationEvent]] { recorded.value.events }
 }
 
 /// Waits, yielding, until `condition` holds (for work queued in another task to arrive).

@@ -39,7 +39,7 @@ struct MemoryCacheTests {
   @Test("lifetimes expire on the injected clock")
   func lifetimes() {
     let start = ContinuousClock.now
-    let offset = Locked(Duration.zero)
+    let offset = Protected(Duration.zero)
     let cache = MemoryCache<String, Int>(costLimit: 100, shards: 2, now: { start + offset.value })
     cache.setValue(1, forKey: "short", cost: 1, lifetime: .seconds(10))
     cache.setValue(2, forKey: "forever", cost: 1)

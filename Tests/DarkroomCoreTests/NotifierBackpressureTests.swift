@@ -3,27 +3,25 @@ import Foundation
 import Testing
 
 /// A sink that delivers only when the test opens its gate, one notification per permit.
-private final class GatedSink: NotificationSink, @unchecked Sendable {
+private final class GatedSink: NotificationSink, Sendable {
   let name = "gated"
   private let permits = AsyncStream<Void>.makeStream()
   /// One element per delivery, for the test to await.
   let deliveries = AsyncStream<Int>.makeStream()
-  private let lock = NSLock()
-  private var iterator: AsyncStream<Void>.Iterator?
-  private var deliveredCount = 0
+  private let state: Protected<(iterator: AsyncStream<Void>.Iterator?, delivered: Int)>
 
-  init() { iterator = permits.stream.makeAsyncIterator() }
+  init() { state = Protected((permits.stream.makeAsyncIterator(), 0)) }
 
   func open(_ count: Int) { for _ in 0..<count { permits.continuation.yield() } }
-  var delivered: Int { lock.withLock { deliveredCount } }
+  var delivered: Int { state.value.delivered }
 
   func deliver(_ notification: LoadNotification) async throws {
-    var current = lock.withLock { iterator.take() }
+    var current = state.withLock { $0.iterator.take() }
     _ = await current?.next()
-    let count = lock.withLock {
-      iterator = current
-      deliveredCount += 1
-      return deliveredCount
+    let count = state.withLock { state in
+      state.iterator = current
+      state.delivered += 1
+      return state.delivered
     }
     deliveries.continuation.yield(count)
   }
@@ -74,9 +72,8 @@ struct NotifierBackpressureTests {
   }
 }
 
-private final class Flag: @unchecked Sendable {
-  private let lock = NSLock()
-  private var value = false
-  func set() { lock.withLock { value = true } }
-  var isSet: Bool { lock.withLock { value } }
+private final class Flag: Sendable {
+  private let value = Protected(false)
+  func set() { value.withLock { $0 = true } }
+  var isSet: Bool { value.value }
 }

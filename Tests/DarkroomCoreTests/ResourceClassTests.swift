@@ -5,19 +5,21 @@ import Testing
 @Suite("Resource classes")
 struct ResourceClassTests {
   /// An order of events, recorded from many tasks.
-  final class Log: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [String] = []
-    func append(_ item: String) { lock.withLock { items.append(item) } }
-    var all: [String] { lock.withLock { items } }
+  final class Log: Sendable {
+    private let items = Protected<[String]>([])
+    func append(_ item: String) { items.withLock { $0.append(item) } }
+    var all: [String] { items.value }
   }
+
+  /// Waits until `gate` opens or the task is cancelled.
+  static func wait(for gate: Latch) async { try? await gate.waitUnlessCancelled() }
 
   /// Occupies the class's only slot until `open` is called.
   func hold(_ resource: ResourceClass) async throws -> (open: @Sendable () -> Void, task: Task<Void, any Error>) {
-    let gate = AsyncStream<Void>.makeStream()
-    let task = Task { try await resource.run(PriorityTicket()) { for await _ in gate.stream {} } }
+    let gate = Latch()
+    let task = Task { try await resource.run(PriorityTicket()) { await Self.wait(for: gate) } }
     while resource.running == 0 { await Task.yield() }
-    return ({ gate.continuation.finish() }, task)
+    return ({ gate.open() }, task)
   }
 
   /// Starts work and returns once it waits in the queue.

@@ -7,32 +7,12 @@ import Testing
 /// or a library call that ignores `Task.cancel()` and only ends when released.
 private struct DeafStage: Stage {
   static var kind: String { "deaf" }
-  let latch: DeafLatch
+  /// Waited on without a cancellation handler: cancellation does not reach the stage.
+  let latch: Latch
   var identifier: String { "deaf" }
   func process(_ input: Int, context: StageContext) async throws -> Int {
-    await withCheckedContinuation { latch.hold($0) }
+    await latch.wait()
     return input
-  }
-}
-
-/// Holds continuations until released; cancellation does not reach them.
-private final class DeafLatch: Sendable {
-  private let held = Locked<(continuations: [CheckedContinuation<Void, Never>], released: Bool)>(([], false))
-  func hold(_ continuation: CheckedContinuation<Void, Never>) {
-    let resumeNow = held.withLock { state -> Bool in
-      if state.released { return true }
-      state.continuations.append(continuation)
-      return false
-    }
-    if resumeNow { continuation.resume() }
-  }
-  func release() {
-    let waiting = held.withLock { state -> [CheckedContinuation<Void, Never>] in
-      state.released = true
-      defer { state.continuations = [] }
-      return state.continuations
-    }
-    for continuation in waiting { continuation.resume() }
   }
 }
 
@@ -54,8 +34,8 @@ private struct StuckCallStage: Stage {
 struct StallTests {
   @Test("an operation ends by its time limit even when a stage ignores cancellation")
   func deafStage() async throws {
-    let latch = DeafLatch()
-    defer { latch.release() }
+    let latch = Latch()
+    defer { latch.open() }
     let observer = RecordingObserver()
     let operation = Pipeline(name: "deaf") { DeafStage(latch: latch) }
       .run(1, options: RunOptions(observers: [observer], timeout: .milliseconds(100)))
@@ -100,8 +80,8 @@ struct StallTests {
 
   @Test("cancelling an operation whose stage ignores cancellation ends it at once as cancelled")
   func cancelDeafStage() async throws {
-    let latch = DeafLatch()
-    defer { latch.release() }
+    let latch = Latch()
+    defer { latch.open() }
     let observer = RecordingObserver()
     let operation = Pipeline(name: "deaf") { DeafStage(latch: latch) }
       .run(1, options: RunOptions(observers: [observer], timeout: .seconds(30)))
@@ -123,7 +103,7 @@ struct DeadlineSchedulerTests {
     let scheduler = DeadlineScheduler()
     let clock = ContinuousClock()
     let start = clock.now
-    let fired = Locked<[(Int, Duration)]>([])
+    let fired = Protected<[(Int, Duration)]>([])
     await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
       for (index, milliseconds) in [(3, 90), (1, 30), (2, 60)] {
         _ = scheduler.schedule(after: .milliseconds(milliseconds)) {
@@ -144,7 +124,7 @@ struct DeadlineSchedulerTests {
   @Test("cancelled deadlines never fire and are not kept: 10,000 cancelled leave nothing behind")
   func cancelledAreDropped() async {
     let scheduler = DeadlineScheduler()
-    let fired = Locked(0)
+    let fired = Protected(0)
     let tokens = (0..<10_000).map { _ in scheduler.schedule(after: .seconds(60)) { fired.withLock { $0 += 1 } } }
     #expect(scheduler.pendingCount == 10_000)
     for token in tokens { scheduler.cancel(token) }

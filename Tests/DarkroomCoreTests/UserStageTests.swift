@@ -85,7 +85,7 @@ struct UserStageTests {
 /// A pass-through stage: records the description of each value's type and hands it on.
 struct Tap<Value: Sendable>: Stage {
   static var kind: String { "tap" }
-  let seen: Locked<[String]>
+  let seen: Protected<[String]>
   var identifier: String { "tap" }
   func process(_ input: Value, context: StageContext) async throws -> Value {
     seen.withLock { $0.append(valueDescription(of: Value.self)) }
@@ -94,7 +94,7 @@ struct Tap<Value: Sendable>: Stage {
 }
 
 struct TapFactory: PassThroughStageFactory {
-  let seen: Locked<[String]>
+  let seen: Protected<[String]>
   func makeStage<Value: Sendable>(for type: Value.Type) throws -> AnyStage { AnyStage(Tap<Value>(seen: seen)) }
 }
 
@@ -102,7 +102,7 @@ struct TapFactory: PassThroughStageFactory {
 struct PassThroughTests {
   @Test("a pass-through kind fits anywhere and carries the type of the stage before it")
   func fitsAnywhere() async throws {
-    let seen = Locked<[String]>([])
+    let seen = Protected<[String]>([])
     var registry = Darkroom.standardRegistry
     registry.registerPassThrough("tap", summary: "Records values.", options: NoOptions.self) { _, _ in TapFactory(seen: seen) }
     let path = NSTemporaryDirectory() + "darkroom-tap-\(UUID().uuidString).png"

@@ -21,9 +21,9 @@ extension HTTPTransportTests {
     let fetch = revalidatingFetcher()
     return Pipeline(name: "revalidate") {
       fetch
-      Decoder()
+      ImageDecoder()
       Resizer(width: 60)
-      Encoder(.png())
+      ImageEncoder(.png())
       Cache<EncodedImage>(store: store, maxAge: maxAge)
     }
   }

@@ -50,9 +50,9 @@ struct HTTPTransportTests {
     http.allowHosts = ["127.0.0.1"]
     let pipeline = Pipeline(name: "remote") {
       Fetcher(transports: [HTTPTransport(options: http)])
-      Decoder()
+      ImageDecoder()
       Resizer(width: 64)
-      Encoder(.png())
+      ImageEncoder(.png())
     }
     let observer = RecordingObserver()
     let output = try await pipeline.run(ImageSource(server.url("/a.jpg")), options: RunOptions(observers: [observer])).value

@@ -7,7 +7,7 @@ import Testing
 /// Measures how many transfers run at once through the HTTP transport it wraps.
 struct MeteredTransport: FetchTransport {
   final class Meter: Sendable {
-    private let counts = Locked((current: 0, peak: 0, total: 0))
+    private let counts = Protected((current: 0, peak: 0, total: 0))
     func enter() {
       counts.withLock {
         $0.current += 1
@@ -60,9 +60,9 @@ extension HTTPTransportTests {
     let fetch = Fetcher(transports: [loaderHTTP()])
     let thumbnail = Pipeline(name: "thumbnail") {
       fetch
-      Decoder()
+      ImageDecoder()
       Resizer(width: 80)
-      Encoder(.png())
+      ImageEncoder(.png())
     }
     let loader = ImageLoader()
     let source = ImageSource(server.url("/one.jpg"))
@@ -85,9 +85,9 @@ extension HTTPTransportTests {
     func sized(_ width: Int) -> Pipeline<ImageSource, EncodedImage> {
       Pipeline(name: "w\(width)", fusion: false) {
         fetch
-        Decoder()
+        ImageDecoder()
         Resizer(width: width)
-        Encoder(.png())
+        ImageEncoder(.png())
       }
     }
     let loader = ImageLoader()
@@ -113,9 +113,9 @@ extension HTTPTransportTests {
     let bytes = Pipeline(name: "bytes") { fetch }
     let small = Pipeline(name: "small") {
       fetch
-      Decoder()
+      ImageDecoder()
       Resizer(width: 32)
-      Encoder(.jpeg(quality: 70))
+      ImageEncoder(.jpeg(quality: 70))
     }
     var configuration = ImageLoader.Configuration()
     configuration.networkLimit = 3
@@ -156,9 +156,9 @@ extension HTTPTransportTests {
     let fetch = Fetcher(transports: [loaderHTTP()])
     let thumbnail = Pipeline(name: "cancelled") {
       fetch
-      Decoder()
+      ImageDecoder()
       Resizer(width: 40)
-      Encoder(.png())
+      ImageEncoder(.png())
     }
     var configuration = ImageLoader.Configuration()
     configuration.networkLimit = 4

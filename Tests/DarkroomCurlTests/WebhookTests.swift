@@ -73,9 +73,9 @@ extension HTTPTransportTests {
     let fetch = Fetcher(transports: [loaderHTTP()])
     let pipeline = Pipeline(name: "hooked") {
       fetch
-      Decoder()
+      ImageDecoder()
       Resizer(width: 32)
-      Encoder(.png())
+      ImageEncoder(.png())
       Notify<EncodedImage>("thumbnailReady", notifier: notifier)
     }
     _ = try await ImageLoader().load(ImageSource(server.url("/a.jpg")), pipeline: pipeline).value

@@ -24,9 +24,9 @@ struct CheckpointTests {
     let store = MemoryStore(costLimit: 10 << 20)
     let pipeline = Pipeline(name: "thumb") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 100)
-      Encoder(.png())
+      ImageEncoder(.png())
       Cache<EncodedImage>(store: store, maxAge: .seconds(60))
     }
     let path = try temporaryImage()
@@ -52,9 +52,9 @@ struct CheckpointTests {
       Pipeline(name: "resume") {
         Fetcher()
         Cache<FetchedData>(store: store, maxAge: .seconds(60))
-        Decoder()
+        ImageDecoder()
         Resizer(width: width)
-        Encoder(.png())
+        ImageEncoder(.png())
       }
     }
     _ = try await pipeline(width: 100).process(ImageSource(path: path))
@@ -80,9 +80,9 @@ struct CheckpointTests {
     let store = MemoryStore(costLimit: 10 << 20)
     let pipeline = Pipeline(name: "identity") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 40)
-      Encoder(.png())
+      ImageEncoder(.png())
       Cache<EncodedImage>(store: store, maxAge: .seconds(3600))
     }
     let folder = NSTemporaryDirectory() + "darkroom-identity-\(UUID().uuidString)"
@@ -110,9 +110,9 @@ struct CheckpointTests {
     let loader = ImageLoader(configuration: ImageLoader.Configuration())
     let uncached = Pipeline(name: "in-flight") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 40)
-      Encoder(.png())
+      ImageEncoder(.png())
     }
     async let direct = loader.load(ImageSource(path: path), pipeline: uncached).value
     async let linked = loader.load(ImageSource(path: folder + "/link/../a.png"), pipeline: uncached).value
@@ -160,9 +160,9 @@ struct CheckpointTests {
       let pipeline = Pipeline(name: "variant") {
         Fetcher()
         Cache<FetchedData>(store: store, maxAge: .seconds(60))
-        Decoder()
+        ImageDecoder()
         Resizer(width: width)
-        Encoder(.png())
+        ImageEncoder(.png())
         Cache<EncodedImage>(store: store, maxAge: .seconds(60), prefix: "w\(width)")
       }
       _ = try await pipeline.process(ImageSource(path: first))
@@ -218,8 +218,8 @@ extension CheckpointTests {
     let store = FarFutureStore(value: EncodedImage(source: ImageSource("x"), bytes: image, format: .png, width: 8, height: 8))
     let pipeline = Pipeline(name: "far") {
       Fetcher()
-      Decoder()
-      Encoder(.png())
+      ImageDecoder()
+      ImageEncoder(.png())
       Cache<EncodedImage>(store: store)
     }
     let output = try await pipeline.process(ImageSource(path: path))
@@ -239,7 +239,7 @@ extension CheckpointTests {
     let store = MemoryStore(costLimit: 64 << 20)
     let pipeline = Pipeline(name: "decoded") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Cache<DecodedImage>(store: store, maxAge: .seconds(60))
     }
     _ = try await pipeline.process(ImageSource(path: path))

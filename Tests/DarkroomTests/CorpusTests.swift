@@ -45,15 +45,15 @@ struct CorpusEntry: Sendable, CustomTestStringConvertible {
 struct CorpusTests {
   static let strict = Pipeline(name: "corpus-strict") {
     Fetcher()
-    Decoder()
+    ImageDecoder()
     Resizer(width: 64, height: 64, mode: .fit)
-    Encoder(.png())
+    ImageEncoder(.png())
   }
   static let lenient = Pipeline(name: "corpus-lenient") {
     Fetcher()
-    Decoder(lenient: true)
+    ImageDecoder(lenient: true)
     Resizer(width: 64, height: 64, mode: .fit)
-    Encoder(.png())
+    ImageEncoder(.png())
   }
 
   @Test("the manifest is there and complete")
@@ -132,9 +132,9 @@ struct CorpusTests {
     let folder = (CorpusEntry.directory as NSString).appendingPathComponent("exif-orientation-examples")
     let pipeline = Pipeline(name: "orient") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 90, height: 90, mode: .fit)
-      Encoder(.png())
+      ImageEncoder(.png())
     }
     for kind in ["Landscape", "Portrait"] {
       let reference = try decodeMaterialized(try await pipeline.process(ImageSource(path: "\(folder)/\(kind)_1.jpg")))
@@ -152,7 +152,7 @@ struct CorpusTests {
   }
 
   func decodeMaterialized(_ encoded: EncodedImage) throws -> DecodedImage {
-    let decoded = try Decoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes))
+    let decoded = try ImageDecoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes))
     return decoded.with(try decoded.image.materialized())
   }
 
@@ -171,9 +171,9 @@ struct ReadmeExampleTests {
     try Darkroom.bootstrap()
     let thumbnail = Pipeline(name: "thumbnail") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 300, height: 300, mode: .fit)
-      Encoder(.jpeg(quality: 80))
+      ImageEncoder(.jpeg(quality: 80))
     }
     let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
       .deletingLastPathComponent()

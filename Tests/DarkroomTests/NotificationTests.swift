@@ -21,15 +21,15 @@ struct NotificationTests {
   var thumbnail: Pipeline<ImageSource, EncodedImage> {
     Pipeline(name: "thumb") {
       Fetcher()
-      Decoder()
+      ImageDecoder()
       Resizer(width: 50)
-      Encoder(.webp(quality: 70))
+      ImageEncoder(.webp(quality: 70))
     }
   }
 
   @Test("the loader's notifier announces finish and failure to observers, a stream and a JSON Lines file")
   func loaderEndsToSinks() async throws {
-    let seen = Locked<[LoadNotification]>([])
+    let seen = Protected<[LoadNotification]>([])
     let stream = StreamSink()
     let jsonl = directory + "/events.jsonl"
     let notifier = Notifier(sinks: [
@@ -159,18 +159,17 @@ final class CapturingLogHandler: LogHandler, @unchecked Sendable {
     var message: String
     var metadata: Logger.Metadata
   }
-  private let lock = NSLock()
-  private var stored: [Record] = []
+  private let stored = Protected<[Record]>([])
   var metadata: Logger.Metadata = [:]
   var logLevel: Logger.Level = .trace
   subscript(metadataKey key: String) -> Logger.Metadata.Value? {
     get { metadata[key] }
     set { metadata[key] = newValue }
   }
-  var records: [Record] { lock.withLock { stored } }
+  var records: [Record] { stored.value }
 
   func log(event: LogEvent) {
-    lock.withLock { stored.append(Record(level: event.level, message: "\(event.message)", metadata: event.metadata ?? [:])) }
+    stored.withLock { $0.append(Record(level: event.level, message: "\(event.message)", metadata: event.metadata ?? [:])) }
   }
 }
 

@@ -22,10 +22,10 @@ struct PurgeAcrossStoresTests {
       let pipeline = Pipeline(name: "purge") {
         Fetcher()
         Cache<FetchedData>(store: MemoryStore.shared, maxAge: .seconds(60), prefix: prefix)
-        Decoder()
+        ImageDecoder()
         Resizer(width: width, height: 64, mode: .fit)
         Cache<DecodedImage>(store: table, maxAge: .seconds(60))
-        Encoder(.png())
+        ImageEncoder(.png())
         Cache<EncodedImage>(store: disk, maxAge: .seconds(60), prefix: prefix)
       }
       for source in sources { _ = try await pipeline.process(source) }

@@ -34,10 +34,10 @@ struct TableStoreTests {
     func pipeline(_ store: ImageTableStore) -> Pipeline<ImageSource, EncodedImage> {
       Pipeline(name: "table") {
         Fetcher()
-        Decoder()
+        ImageDecoder()
         Resizer(width: 160, height: 160, mode: .fit)
         Cache<DecodedImage>(store: store, maxAge: .seconds(600))
-        Encoder(.png())
+        ImageEncoder(.png())
       }
     }
     let first: EncodedImage
@@ -51,7 +51,7 @@ struct TableStoreTests {
     let second = try await pipeline(store).run(ImageSource(path: path), options: RunOptions(observers: [observer])).value
     #expect(stageKinds(observer) == ["encode"])
     let decode = { (image: EncodedImage) in
-      try Decoder().decode(FetchedData(source: image.source, bytes: image.bytes)).image.pixelBytes()
+      try ImageDecoder().decode(FetchedData(source: image.source, bytes: image.bytes)).image.pixelBytes()
     }
     #expect(try decode(second) == decode(first))
     #expect(second.width == 160 && second.height == 120)
@@ -67,10 +67,10 @@ struct TableStoreTests {
     let format = try ImageTableFormat(name: "rgba-64", width: 64, height: 64, layout: .rgba8, maxCount: 4)
     let store = ImageTableStore(table: try ImageTable(directory: directory, format: format))
     let pipeline = Pipeline(name: "mismatch") {
-      Decoder()
+      ImageDecoder()
       Resizer(width: 64, height: 64, mode: .fit)
       Cache<DecodedImage>(store: store)
-      Encoder(.png())
+      ImageEncoder(.png())
     }
     let observer = RecordingObserver()
     let input = try TestImages.fetched(.jpeg(), width: 128, height: 128)

@@ -16,14 +16,14 @@ struct VariantTests {
       name: "avatar",
       prefix: Pipeline(name: "avatar") {
         Fetcher()
-        Decoder()
+        ImageDecoder()
       },
       variants: sizes.map { size in
         (
           "\(size)",
           Pipeline<DecodedImage, EncodedImage> {
             Resizer(width: size, height: size, mode: .fill)
-            Encoder(.webp(quality: 80))
+            ImageEncoder(.webp(quality: 80))
           }
         )
       })

@@ -11,14 +11,14 @@ struct BandLimitTests {
       .appendingPathComponent("FuzzRegressions/decode/tiff-900-bands-oom.tif")
     let input = FetchedData(source: ImageSource(path: path.path), bytes: ImageBytes(try Data(contentsOf: path)))
     #expect {
-      _ = try Decoder().decode(input)
+      _ = try ImageDecoder().decode(input)
     } throws: { error in
       let error = error as? PipelineError
       return error?.code == .unsupportedFormat && error?.message.contains("900 bands") == true
     }
     // Ordinary band counts still decode: grey, RGB, RGBA.
     for (alpha, format) in [(false, EncodeFormat.png()), (true, .png())] {
-      let decoded = try Decoder().decode(try TestImages.fetched(format, width: 20, height: 10, alpha: alpha))
+      let decoded = try ImageDecoder().decode(try TestImages.fetched(format, width: 20, height: 10, alpha: alpha))
       let expected = alpha ? 4 : 3
       #expect(decoded.image.bands == expected)
     }

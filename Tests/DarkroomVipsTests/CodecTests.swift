@@ -12,8 +12,8 @@ struct CodecTests {
   @Test("every encoder round-trips through the decoder", arguments: formats)
   func roundTrip(_ format: EncodeFormat) throws {
     let source = try TestImages.fetched(.png(), width: 97, height: 61)
-    let decoded = try Decoder().decode(source).materializedForTest()
-    let encoded = try Encoder(format).encode(decoded)
+    let decoded = try ImageDecoder().decode(source).materializedForTest()
+    let encoded = try ImageEncoder(format).encode(decoded)
     #expect(encoded.format == format.imageFormat)
     #expect(ImageFormat.sniff(encoded.bytes.prefix(64)) == (format.imageFormat == .avif ? .avif : format.imageFormat))
     let back = try decodeBack(encoded)
@@ -27,8 +27,8 @@ struct CodecTests {
   @Test("auto keeps the source format where it can")
   func autoFormat() throws {
     for (source, expected) in [(EncodeFormat.jpeg(), ImageFormat.jpeg), (.webp(), .webp), (.png(), .png), (.gif(), .gif)] {
-      let decoded = try Decoder().decode(try TestImages.fetched(source, width: 40, height: 30))
-      #expect(try Encoder(.auto).encode(decoded).format == expected)
+      let decoded = try ImageDecoder().decode(try TestImages.fetched(source, width: 40, height: 30))
+      #expect(try ImageEncoder(.auto).encode(decoded).format == expected)
     }
   }
 
@@ -38,20 +38,20 @@ struct CodecTests {
     for index in stride(from: 3, to: pixels.count, by: 4) { pixels[index] = 0 }
     let image = try VipsImage.fromPixels(pixels, width: 8, height: 8, bands: 4)
     let decoded = DecodedImage(source: ImageSource("mem"), image: image, sourceFormat: .png, sourceWidth: 8, sourceHeight: 8)
-    let jpeg = try decodeBack(try Encoder(.jpeg(), background: [255, 0, 0]).encode(decoded))
+    let jpeg = try decodeBack(try ImageEncoder(.jpeg(), background: [255, 0, 0]).encode(decoded))
     #expect(jpeg.image.bands == 3)
     #expect(colour(try jpeg.materializedForTest().image.pixel(x: 4, y: 4), isNear: [255, 0, 0], tolerance: 10))
-    let png = try decodeBack(try Encoder(.png()).encode(decoded))
+    let png = try decodeBack(try ImageEncoder(.png()).encode(decoded))
     #expect(png.image.hasAlpha)
   }
 
   @Test("metadata is stripped unless kept")
   func metadata() throws {
     let tagged = try TestImages.fetched(.jpeg(), width: 40, height: 20, orientation: 6)
-    let decoded = try Decoder(autoRotate: false).decode(tagged).materializedForTest()
+    let decoded = try ImageDecoder(autoRotate: false).decode(tagged).materializedForTest()
     #expect(decoded.image.orientation == 6)
-    #expect(try decodeBack(try Encoder(.jpeg()).encode(decoded)).image.orientation == 1)
-    #expect(try decodeBack(try Encoder(.jpeg(), keepMetadata: true).encode(decoded)).image.orientation == 6)
+    #expect(try decodeBack(try ImageEncoder(.jpeg()).encode(decoded)).image.orientation == 1)
+    #expect(try decodeBack(try ImageEncoder(.jpeg(), keepMetadata: true).encode(decoded)).image.orientation == 6)
   }
 
   @Test("the decoder refuses untrusted and unknown formats by their bytes")
@@ -64,16 +64,16 @@ struct CodecTests {
     ]
     for (bytes, message) in cases {
       let input = FetchedData(source: ImageSource("x"), bytes: ImageBytes(bytes))
-      #expect(throws: PipelineError.self) { try Decoder().decode(input) }
+      #expect(throws: PipelineError.self) { try ImageDecoder().decode(input) }
       do {
-        _ = try Decoder().decode(input)
+        _ = try ImageDecoder().decode(input)
       } catch {
         #expect(error.code == .unsupportedFormat)
         #expect(error.message.hasPrefix(message), "\(error.message)")
       }
     }
     do {
-      _ = try Decoder().decode(FetchedData(source: ImageSource("x"), bytes: ImageBytes([UInt8]())))
+      _ = try ImageDecoder().decode(FetchedData(source: ImageSource("x"), bytes: ImageBytes([UInt8]())))
       Issue.record("decoded nothing")
     } catch {
       #expect(error.code == .corruptImage)
@@ -84,13 +84,13 @@ struct CodecTests {
   func pixelLimit() throws {
     let input = try TestImages.fetched(.png(), width: 300, height: 200)
     do {
-      _ = try Decoder(maxPixels: 59_999).decode(input)
+      _ = try ImageDecoder(maxPixels: 59_999).decode(input)
       Issue.record("accepted an image over the limit")
     } catch {
       #expect(error.code == .imageTooLarge)
       #expect(error.message.contains("300×200"))
     }
-    #expect(try Decoder(maxPixels: 60_000).decode(input).width == 300)
+    #expect(try ImageDecoder(maxPixels: 60_000).decode(input).width == 300)
   }
 
   @Test("a truncated JPEG fails strictly and decodes partially when lenient")
@@ -98,8 +98,8 @@ struct CodecTests {
     let whole = try TestImages.encoded(.jpeg(), width: 640, height: 480)
     let truncated = FetchedData(source: ImageSource("cut.jpg"), bytes: ImageBytes(whole.prefix(whole.count / 2)))
     let strict = Pipeline(name: "strict") {
-      Decoder()
-      Encoder(.png())
+      ImageDecoder()
+      ImageEncoder(.png())
     }
     let failure = await strict.run(truncated).result
     guard case .failure(let error) = failure else {
@@ -108,8 +108,8 @@ struct CodecTests {
     }
     #expect(error.code == .corruptImage)
     let lenient = Pipeline(name: "lenient") {
-      Decoder(lenient: true)
-      Encoder(.png())
+      ImageDecoder(lenient: true)
+      ImageEncoder(.png())
     }
     let partial = try await lenient.process(truncated)
     #expect(partial.partial)
@@ -130,7 +130,7 @@ struct LiveImageTests {
     let bytes = try TestImages.encoded(.png(), width: 300, height: 200)
     let copy = ImageBytes(Array(bytes.data))  // same content, another buffer
     let other = try TestImages.encoded(.png(), width: 300, height: 200, quadrants: true)
-    let decoder = Decoder(share: true)
+    let decoder = ImageDecoder(share: true)
     let images = try await withThrowingTaskGroup(of: DecodedImage.self) { group in
       for index in 0..<24 {
         let input = FetchedData(source: ImageSource(path: "/photos/\(index).png"), bytes: index % 2 == 0 ? bytes : copy)
@@ -143,7 +143,7 @@ struct LiveImageTests {
     let different = try await decoder.process(FetchedData(source: ImageSource("x.png"), bytes: other), context: StageContext())
     #expect(different.image !== images[0].image)
     #expect(images[0].image.width == 300 && images[0].image.height == 200)
-    let plain = try await Decoder().process(FetchedData(source: ImageSource("y.png"), bytes: bytes), context: StageContext())
+    let plain = try await ImageDecoder().process(FetchedData(source: ImageSource("y.png"), bytes: bytes), context: StageContext())
     #expect(plain.image !== images[0].image)
   }
 }

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// Decodes `data` with the real decoder and returns the error it throws (nil when it decodes).
-private func decodeError(_ data: Data, _ name: String, decoder: Decoder = Decoder()) -> PipelineError? {
+private func decodeError(_ data: Data, _ name: String, decoder: ImageDecoder = ImageDecoder()) -> PipelineError? {
   do {
     _ = try decoder.decode(HostileFiles.fetched(data, name)).image.materialized()
     return nil
@@ -46,7 +46,7 @@ struct DecodeBombTests {
   func manyChunks() {
     let chunk = HostileFiles.pngChunk("tEXt", Data("k\0v".utf8))
     let error = decodeError(
-      HostileFiles.png(width: 4, height: 4, before: Array(repeating: chunk, count: Decoder.maxMetadataChunks + 1)),
+      HostileFiles.png(width: 4, height: 4, before: Array(repeating: chunk, count: ImageDecoder.maxMetadataChunks + 1)),
       "chunks.png")
     #expect(error?.code == .imageTooLarge)
   }
@@ -72,7 +72,7 @@ struct DecodeBombTests {
     #expect(huge?.code == .imageTooLarge)
     let outside = decodeError(HostileFiles.animatedWebP(width: 64, height: 64, frameX: 100), "outside.webp")
     #expect(outside?.code == .corruptImage, "\(String(describing: outside))")
-    let frames = decodeError(HostileFiles.animatedWebP(width: 8, height: 8, frames: Decoder.maxFrames + 1), "frames.webp")
+    let frames = decodeError(HostileFiles.animatedWebP(width: 8, height: 8, frames: ImageDecoder.maxFrames + 1), "frames.webp")
     #expect(frames?.code == .imageTooLarge)
     #expect(frames?.message.contains("frames") == true)
     // A small animation decodes (its first frame).
@@ -108,9 +108,9 @@ struct DecodeBombTests {
   func gifFrames() {
     let error = decodeError(HostileFiles.gif(width: 100, height: 100, frames: 20_000), "frames.gif")
     #expect(error?.code == .imageTooLarge, "\(String(describing: error))")
-    #expect(error?.message.contains("more than \(Decoder.maxFrames) frames") == true, "\(String(describing: error))")
+    #expect(error?.message.contains("more than \(ImageDecoder.maxFrames) frames") == true, "\(String(describing: error))")
     // Up to the limit, the first frame decodes.
-    #expect(decodeError(HostileFiles.gif(width: 100, height: 100, frames: Decoder.maxFrames), "ok.gif") == nil)
+    #expect(decodeError(HostileFiles.gif(width: 100, height: 100, frames: ImageDecoder.maxFrames), "ok.gif") == nil)
   }
 
   @Test("the guard reads a large local file with pread, not whole")
@@ -125,9 +125,9 @@ struct DecodeBombTests {
     try HostileFiles.png(width: 4, height: 4, before: [padding, lie]).write(to: URL(fileURLWithPath: path))
     let fetched = try await StageHarness().run(Fetcher(), on: ImageSource(path: path))
     #expect(fetched.bytes.streamingDescriptor != nil)
-    #expect(throws: PipelineError.self) { try Decoder().decode(fetched) }
+    #expect(throws: PipelineError.self) { try ImageDecoder().decode(fetched) }
     do {
-      _ = try Decoder().decode(fetched)
+      _ = try ImageDecoder().decode(fetched)
     } catch {
       #expect(error.code == .corruptImage)
       #expect(error.message.contains("\"tEXt\""))

@@ -39,10 +39,10 @@ struct FusionTests {
   @Test("the fused path gives the same size and nearly the same pixels", arguments: cases)
   func fusedMatchesUnfused(_ testCase: Case) async throws {
     let input = try TestImages.fetched(testCase.format, width: 2000, height: 1400, orientation: testCase.orientation)
-    var stages: [AnyStage] = [AnyStage(Decoder())]
+    var stages: [AnyStage] = [AnyStage(ImageDecoder())]
     if let crop = testCase.crop { stages.append(AnyStage(Cropper(crop))) }
     stages.append(AnyStage(testCase.resizer))
-    stages.append(AnyStage(Encoder(.png())))
+    stages.append(AnyStage(ImageEncoder(.png())))
     let fused = try Pipeline<FetchedData, EncodedImage>(StageGraph(name: "fused", stages: stages, fusion: true))
     let plain = try Pipeline<FetchedData, EncodedImage>(StageGraph(name: "plain", stages: stages, fusion: false))
     #expect(fused.graph.runnableStages.count == 2)
@@ -59,9 +59,9 @@ struct FusionTests {
   func fusionInEvents() async throws {
     let observer = RecordingObserver()
     let pipeline = Pipeline(name: "thumb") {
-      Decoder()
+      ImageDecoder()
       Resizer(width: 64, height: 64)
-      Encoder(.jpeg())
+      ImageEncoder(.jpeg())
     }
     _ = try await pipeline.run(
       try TestImages.fetched(.jpeg(), width: 800, height: 600), options: RunOptions(observers: [observer])
@@ -90,7 +90,9 @@ struct FusionTests {
   func onlyRelativeCropsFuse() throws {
     let graph = try StageGraph(
       name: "p",
-      stages: [AnyStage(Decoder()), AnyStage(Cropper(.pixels(x: 0, y: 0, width: 10, height: 10))), AnyStage(Resizer(width: 5))])
+      stages: [
+        AnyStage(ImageDecoder()), AnyStage(Cropper(.pixels(x: 0, y: 0, width: 10, height: 10))), AnyStage(Resizer(width: 5)),
+      ])
     #expect(graph.runnableStages.map(\.kind) == ["decode", "crop", "resize"])
   }
 }

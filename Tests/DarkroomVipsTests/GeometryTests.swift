@@ -8,7 +8,7 @@ struct GeometryTests {
 
   init() throws {
     // Materialised: a sequentially decoded image can be read only once, and these tests read it often.
-    let decoded = try Decoder().decode(try TestImages.fetched(.png(), width: 400, height: 200, quadrants: true))
+    let decoded = try ImageDecoder().decode(try TestImages.fetched(.png(), width: 400, height: 200, quadrants: true))
     photo = decoded.with(try decoded.image.materialized())
   }
 
@@ -86,7 +86,7 @@ struct GeometryTests {
     // JPEG: its EXIF block carries the orientation tag. Quadrant colours survive it closely.
     let fetched = try TestImages.fetched(
       .jpeg(quality: 95), width: width, height: height, quadrants: true, orientation: orientation)
-    let decoded = try Decoder().decode(fetched).materializedForTest()
+    let decoded = try ImageDecoder().decode(fetched).materializedForTest()
     let swaps = orientation >= 5
     #expect([decoded.width, decoded.height] == (swaps ? [height, width] : [width, height]))
     #expect(decoded.image.orientation == 1)

@@ -4,9 +4,9 @@ import Foundation
 import Testing
 
 /// Decodes `data` with the real decoder, all the way to pixels; the error it throws, or nil.
-private func decodeError(_ data: Data, _ name: String, maxPixels: Int = Decoder.defaultMaxPixels) -> PipelineError? {
+private func decodeError(_ data: Data, _ name: String, maxPixels: Int = ImageDecoder.defaultMaxPixels) -> PipelineError? {
   do {
-    _ = try Decoder(maxPixels: maxPixels).decode(HostileFiles.fetched(data, name)).image.materialized()
+    _ = try ImageDecoder(maxPixels: maxPixels).decode(HostileFiles.fetched(data, name)).image.materialized()
     return nil
   } catch {
     return error

@@ -26,7 +26,7 @@ struct PlanarTIFFTests {
   }
 
   func decode(_ data: Data, _ name: String) throws -> DecodedImage {
-    try Decoder().decode(HostileFiles.fetched(data, name))
+    try ImageDecoder().decode(HostileFiles.fetched(data, name))
   }
 
   @Test("bands, unassociated alpha and pixels match the source", arguments: [1, 2, 3, 4])

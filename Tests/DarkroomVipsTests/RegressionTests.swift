@@ -8,8 +8,8 @@ struct RegressionTests {
   func orientationWithoutResize(_ orientation: Int) async throws {
     let input = try TestImages.fetched(.jpeg(), width: 640, height: 400, quadrants: true, orientation: orientation)
     let pipeline = Pipeline(name: "rotate") {
-      Decoder()
-      Encoder(.png())
+      ImageDecoder()
+      ImageEncoder(.png())
     }
     let output = try await pipeline.process(input)
     #expect([output.width, output.height] == (orientation >= 5 ? [400, 640] : [640, 400]))
@@ -23,9 +23,9 @@ struct RegressionTests {
     let input = try TestImages.fetched(.jpeg(), width: 1800, height: 1200, quadrants: true, orientation: orientation)
     for mode in [ResizeMode.fill, .center] {
       let pipeline = Pipeline(name: "fill") {
-        Decoder()
+        ImageDecoder()
         Resizer(width: 720, height: 588, mode: mode)
-        Encoder(.jpeg())
+        ImageEncoder(.jpeg())
       }
       let output = try await pipeline.process(input)
       #expect([output.width, output.height] == [720, 588])
@@ -37,9 +37,9 @@ struct RegressionTests {
     for format in [EncodeFormat.avif(effort: 0), .webp()] {
       let input = try TestImages.fetched(format, width: 1200, height: 800)
       let pipeline = Pipeline(name: "thumb") {
-        Decoder()
+        ImageDecoder()
         Resizer(width: 150, height: 150, mode: .fit)
-        Encoder(.jpeg())
+        ImageEncoder(.jpeg())
       }
       let output = try await pipeline.process(input)
       #expect([output.width, output.height] == [150, 100])
@@ -48,9 +48,9 @@ struct RegressionTests {
 
   @Test("auto encoding keeps the given quality")
   func autoQuality() throws {
-    let decoded = try Decoder().decode(try TestImages.fetched(.jpeg(), width: 320, height: 200)).materializedForTest()
-    let low = try Encoder(.auto(quality: 10)).encode(decoded)
-    let high = try Encoder(.auto(quality: 95)).encode(decoded)
+    let decoded = try ImageDecoder().decode(try TestImages.fetched(.jpeg(), width: 320, height: 200)).materializedForTest()
+    let low = try ImageEncoder(.auto(quality: 10)).encode(decoded)
+    let high = try ImageEncoder(.auto(quality: 95)).encode(decoded)
     #expect(low.format == .jpeg)
     #expect(low.bytes.count < high.bytes.count)
   }
@@ -75,7 +75,7 @@ struct HeaderCheckTests {
     let declared = try #require(ImageFormat.declaredHEIFSize(avif))
     #expect(declared.width == 123 && declared.height == 45)
     do {
-      _ = try Decoder(maxPixels: 1000).decode(FetchedData(source: ImageSource("a.avif"), bytes: avif))
+      _ = try ImageDecoder(maxPixels: 1000).decode(FetchedData(source: ImageSource("a.avif"), bytes: avif))
       Issue.record("accepted an AVIF over the limit")
     } catch {
       #expect(error.code == .imageTooLarge)
@@ -91,7 +91,7 @@ struct HeaderCheckTests {
     let declared = try #require(ImageFormat.declaredHEIFSize(ImageBytes(bytes)))
     #expect(declared.width == 4_294_967_295 && declared.height == 4_294_967_295)
     do {
-      _ = try Decoder().decode(FetchedData(source: ImageSource("huge.avif"), bytes: ImageBytes(bytes)))
+      _ = try ImageDecoder().decode(FetchedData(source: ImageSource("huge.avif"), bytes: ImageBytes(bytes)))
       Issue.record("accepted an AVIF declaring 4294967295×4294967295 pixels")
     } catch {
       #expect(error.code == .imageTooLarge)

@@ -7,9 +7,9 @@ struct SixteenBitTests {
   @Test("a transparent 16-bit PNG flattens onto the background colour and pads with it")
   func sixteenBitBackground() throws {
     let fetched = try corpusFile("pngsuite/basn6a16.png")  // 16-bit RGBA with transparent areas
-    let decoded = try Decoder().decode(fetched).materializedForTest()
-    let white = try decodeBack(try Encoder(.jpeg(), background: [255, 255, 255]).encode(decoded)).materializedForTest()
-    let black = try decodeBack(try Encoder(.jpeg(), background: [0, 0, 0]).encode(decoded)).materializedForTest()
+    let decoded = try ImageDecoder().decode(fetched).materializedForTest()
+    let white = try decodeBack(try ImageEncoder(.jpeg(), background: [255, 255, 255]).encode(decoded)).materializedForTest()
+    let black = try decodeBack(try ImageEncoder(.jpeg(), background: [0, 0, 0]).encode(decoded)).materializedForTest()
     // Where the source is transparent, the two outputs differ by the background.
     var differs = false
     for y in stride(from: 0, to: 32, by: 4) {

@@ -28,8 +28,8 @@ struct SmartCropTests {
     for strategy in SmartCropStrategy.allCases {
       for fusion in [true, false] {
         let stages = [
-          AnyStage(Decoder()), AnyStage(Cropper(.smart(width: 300, height: 200, strategy: strategy))),
-          AnyStage(Encoder(.png())),
+          AnyStage(ImageDecoder()), AnyStage(Cropper(.smart(width: 300, height: 200, strategy: strategy))),
+          AnyStage(ImageEncoder(.png())),
         ]
         let pipeline = try Pipeline<FetchedData, EncodedImage>(StageGraph(name: "smart", stages: stages, fusion: fusion))
         let output = try await pipeline.process(input)
@@ -44,8 +44,8 @@ struct SmartCropTests {
     for strategy in SmartCropStrategy.allCases {
       for fusion in [true, false] {
         let stages = [
-          AnyStage(Decoder()), AnyStage(Resizer(width: 200, height: 200, mode: .fill, crop: .smart(strategy))),
-          AnyStage(Encoder(.jpeg())),
+          AnyStage(ImageDecoder()), AnyStage(Resizer(width: 200, height: 200, mode: .fill, crop: .smart(strategy))),
+          AnyStage(ImageEncoder(.jpeg())),
         ]
         let pipeline = try Pipeline<FetchedData, EncodedImage>(StageGraph(name: "fill", stages: stages, fusion: fusion))
         let output = try await pipeline.process(input)
@@ -60,21 +60,21 @@ struct SmartCropTests {
   func jpegSideLimit() throws {
     // 200 × 70,000 (14 Mpx, inside maxPixels): decodes, but no JPEG can hold it.
     let tall = HostileFiles.png(width: 200, height: 70_000, rows: 70_000)
-    let decoded = try Decoder().decode(HostileFiles.fetched(tall, "tall.png"))
+    let decoded = try ImageDecoder().decode(HostileFiles.fetched(tall, "tall.png"))
     #expect(decoded.height == 70_000)
     #expect {
-      try Encoder(.jpeg()).encode(decoded)
+      try ImageEncoder(.jpeg()).encode(decoded)
     } throws: { error in
       guard let error = error as? PipelineError else { return false }
       return error.code == .encodeFailed && error.message.contains("65535") && error.message.contains("resize")
     }
     #expect {
-      try Encoder(.webp()).encode(decoded)
+      try ImageEncoder(.webp()).encode(decoded)
     } throws: { error in
       (error as? PipelineError)?.code == .encodeFailed && (error as? PipelineError)?.message.contains("16383") == true
     }
     // PNG has no such limit.
-    let png = try Encoder(.png(compression: 1)).encode(decoded)
+    let png = try ImageEncoder(.png(compression: 1)).encode(decoded)
     #expect(png.height == 70_000)
   }
 
@@ -84,7 +84,7 @@ struct SmartCropTests {
     let decoded = DecodedImage(
       source: ImageSource("big"), image: image, sourceFormat: .png, sourceWidth: 4097, sourceHeight: 4096)
     #expect {
-      try Encoder(.avif(effort: 0)).encode(decoded)
+      try ImageEncoder(.avif(effort: 0)).encode(decoded)
     } throws: { error in
       (error as? PipelineError)?.code == .encodeFailed && (error as? PipelineError)?.message.contains("AVIF") == true
     }

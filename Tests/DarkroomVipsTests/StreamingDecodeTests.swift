@@ -17,7 +17,7 @@ struct StreamingDecodeTests {
     let image = try! VipsImage.fromPixels(pixels, width: 1600, height: 1200, bands: 3)
     let decoded = DecodedImage(
       source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: 1600, sourceHeight: 1200)
-    return try! Encoder(.jpeg(quality: 95)).encode(decoded).bytes
+    return try! ImageEncoder(.jpeg(quality: 95)).encode(decoded).bytes
   }()
 
   init() throws {
@@ -30,9 +30,9 @@ struct StreamingDecodeTests {
 
   func thumbnail(_ input: FetchedData, size: Int = 300) async throws -> EncodedImage {
     let pipeline = Pipeline(name: "thumb") {
-      Decoder()
+      ImageDecoder()
       Resizer(width: size, height: size, mode: .fit)
-      Encoder(.png())
+      ImageEncoder(.png())
     }
     return try await pipeline.process(input)
   }
@@ -51,8 +51,8 @@ struct StreamingDecodeTests {
     #expect(fromFile.bytes == fromMemory.bytes)
     #expect(fetched.bytes.streamingDescriptor != nil, "the decode read the whole file into memory")
     // A full decode (no shrink on load) too.
-    let full = try Decoder().decode(fetched).materializedForTest()
-    let reference = try Decoder().decode(inMemory).materializedForTest()
+    let full = try ImageDecoder().decode(fetched).materializedForTest()
+    let reference = try ImageDecoder().decode(inMemory).materializedForTest()
     #expect(try meanDifference(full.image, reference.image) == 0)
   }
 
@@ -72,7 +72,7 @@ struct StreamingDecodeTests {
     _ = try TestImages.write(try TestImages.encoded(.png(), width: 10, height: 10), named: "swap.jpg", in: folder)
     try FileManager.default.removeItem(atPath: path)
     try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "/etc/hostname")
-    let decoded = try Decoder().decode(fetched)
+    let decoded = try ImageDecoder().decode(fetched)
     #expect(decoded.width == 1600 && decoded.height == 1200)
     #expect(try await thumbnail(fetched).width == 300)
   }
@@ -90,7 +90,7 @@ struct StreamingDecodeTests {
     } throws: { error in
       (error as? PipelineError)?.code == .corruptImage
     }
-    let lenient = try Decoder(lenient: true).decode(fetched)
+    let lenient = try ImageDecoder(lenient: true).decode(fetched)
     #expect(lenient.partial)
   }
 

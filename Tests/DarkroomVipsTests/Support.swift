@@ -4,7 +4,7 @@ import Foundation
 
 /// Decodes encoded bytes back into an image (for checking outputs).
 func decodeBack(_ image: EncodedImage) throws -> DecodedImage {
-  try Decoder(autoRotate: false).decode(FetchedData(source: image.source, bytes: image.bytes))
+  try ImageDecoder(autoRotate: false).decode(FetchedData(source: image.source, bytes: image.bytes))
 }
 
 /// Mean absolute difference per byte of two 8-bit images of the same size and bands.

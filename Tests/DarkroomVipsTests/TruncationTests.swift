@@ -44,7 +44,7 @@ struct TruncationTests {
     let image = try VipsImage.fromPixels(pixels, width: width, height: height, bands: 3)
     let decoded = DecodedImage(
       source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: width, sourceHeight: height)
-    return try Encoder(format).encode(decoded).bytes
+    return try ImageEncoder(format).encode(decoded).bytes
   }
 
   /// A baseline RGB TIFF, uncompressed, 16 rows per strip (Darkroom encodes no TIFF).
@@ -146,7 +146,7 @@ struct TruncationTests {
         var mapped = ""
         do {
           if !afterHeader { #expect(truncate(path, off_t(cut)) == 0) }
-          let decoded = try Decoder().decode(fetched)
+          let decoded = try ImageDecoder().decode(fetched)
           if afterHeader {
             let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
             if maps.contains(path) { mapped = " mapped" }

@@ -11,9 +11,9 @@ import Foundation
 /// ```swift
 /// let format = try ImageTableFormat(name: "thumb-300", width: 300, height: 300, layout: .rgb8, maxCount: 10_000)
 /// let pipeline = Pipeline(name: "thumb") {
-///   Fetcher(); Decoder(); Resizer(width: 300, height: 300)
+///   Fetcher(); ImageDecoder(); Resizer(width: 300, height: 300)
 ///   Cache<DecodedImage>(store: try ImageTableStore.open(directory: "/var/cache/tables", format: format))
-///   Encoder(.webp())
+///   ImageEncoder(.webp())
 /// }
 /// ```
 public final class ImageTableStore: CacheStore {

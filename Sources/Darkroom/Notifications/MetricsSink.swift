@@ -27,11 +27,12 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   public let name = "metrics"
   /// Prepended to every metric name (`darkroom_`).
   public let prefix: String
-  // NSLock rather than Mutex: ThreadSanitizer sees through it.
-  private let lock = NSLock()
-  nonisolated(unsafe) private var counters: [String: Counter] = [:]  // guarded by `lock`
-  nonisolated(unsafe) private var timers: [String: Timer] = [:]  // guarded by `lock`
-  nonisolated(unsafe) private var starts: [OperationID: ContinuousClock.Instant] = [:]  // guarded by `lock`
+  private struct State {
+    var counters: [String: Counter] = [:]
+    var timers: [String: Timer] = [:]
+    var starts: [OperationID: ContinuousClock.Instant] = [:]
+  }
+  private let state = Protected(State())
 
   private let factory: (any MetricsFactory)?
 
@@ -48,7 +49,7 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   public func receive(_ event: OperationEvent, for operation: OperationInfo) {
     switch event {
     case .started:
-      lock.withLock { starts[operation.id] = .now }
+      state.withLock { $0.starts[operation.id] = .now }
     case .stageFinished(let stage, let duration):
       counter("stages_total", ["stage": stage.kind, "shared": String(stage.joined)]).increment()
       timer("stage_duration", ["stage": stage.kind]).recordNanoseconds(Self.nanoseconds(duration))
@@ -56,7 +57,7 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
       counter("cache_total", ["store": cache.store, "outcome": cache.outcome.rawValue]).increment()
     case .finished, .failed, .cancelled:
       counter("operations_total", ["pipeline": operation.pipelineName, "outcome": event.name]).increment()
-      if let started = lock.withLock({ starts.removeValue(forKey: operation.id) }) {
+      if let started = state.withLock({ $0.starts.removeValue(forKey: operation.id) }) {
         timer("operation_duration", ["pipeline": operation.pipelineName]).recordNanoseconds(
           Self.nanoseconds(ContinuousClock.now - started))
       }
@@ -71,13 +72,13 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   private func counter(_ name: String, _ dimensions: [String: String]) -> Counter {
     let sorted = dimensions.sorted { $0.key < $1.key }
     let key = name + sorted.map { "|\($0.key)=\($0.value)" }.joined()
-    return lock.withLock {
-      if let counter = counters[key] { return counter }
+    return state.withLock { state in
+      if let counter = state.counters[key] { return counter }
       let dimensions = sorted.map { ($0.key, $0.value) }
       let counter =
         factory.map { Counter(label: prefix + name, dimensions: dimensions, factory: $0) }
         ?? Counter(label: prefix + name, dimensions: dimensions)
-      counters[key] = counter
+      state.counters[key] = counter
       return counter
     }
   }
@@ -85,13 +86,13 @@ public final class MetricsSink: NotificationSink, OperationObserver, Sendable {
   private func timer(_ name: String, _ dimensions: [String: String]) -> Timer {
     let sorted = dimensions.sorted { $0.key < $1.key }
     let key = name + sorted.map { "|\($0.key)=\($0.value)" }.joined()
-    return lock.withLock {
-      if let timer = timers[key] { return timer }
+    return state.withLock { state in
+      if let timer = state.timers[key] { return timer }
       let dimensions = sorted.map { ($0.key, $0.value) }
       let timer =
         factory.map { Timer(label: prefix + name, dimensions: dimensions, factory: $0) }
         ?? Timer(label: prefix + name, dimensions: dimensions)
-      timers[key] = timer
+      state.timers[key] = timer
       return timer
     }
   }

@@ -58,7 +58,7 @@ package struct EncodeOptions: StageOptions {
   }
 
   /// The stage these options describe.
-  public var encoder: Encoder {
+  public var encoder: ImageEncoder {
     let encodeFormat: EncodeFormat
     switch format {
     case "jpeg": encodeFormat = .jpeg(quality: quality ?? 80, progressive: progressive)
@@ -68,7 +68,7 @@ package struct EncodeOptions: StageOptions {
     case "gif": encodeFormat = .gif(effort: effort ?? 7)
     default: encodeFormat = .auto(quality: quality, lossless: lossless, effort: effort)
     }
-    return Encoder(
+    return ImageEncoder(
       encodeFormat, keepMetadata: keepMetadata, background: Array((Color.parse(background) ?? [255, 255, 255]).prefix(3)))
   }
 }

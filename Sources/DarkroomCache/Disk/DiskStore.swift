@@ -19,7 +19,7 @@ import GRDB
 /// ```swift
 /// let store = try DiskStore.open(directory: "/var/cache/darkroom", maxBytes: 2 << 30)
 /// let pipeline = Pipeline(name: "thumb") {
-///   Fetcher(); Decoder(); Resizer(width: 256); Encoder(.webp()); Cache<EncodedImage>(store: store)
+///   Fetcher(); ImageDecoder(); Resizer(width: 256); ImageEncoder(.webp()); Cache<EncodedImage>(store: store)
 /// }
 /// ```
 public final class DiskStore: CacheStore {

@@ -18,25 +18,16 @@ extension DiskStore {
 
 /// The value types disk stores can rebuild, by tag. ``EncodedImage`` and ``FetchedData`` are
 /// known; register your own ``CacheSerializable`` types before use.
-public final class CacheSerializableTypes: @unchecked Sendable {
+public final class CacheSerializableTypes: Sendable {
   public static let shared = CacheSerializableTypes()
-  private let lock = NSLock()
-  private var types: [String: any CacheSerializable.Type] = [
+  private let types = Protected<[String: any CacheSerializable.Type]>([
     EncodedImage.cacheTypeTag: EncodedImage.self, FetchedData.cacheTypeTag: FetchedData.self,
-  ]
+  ])
 
   /// Makes `type` readable from disk entries.
-  public func register(_ type: any CacheSerializable.Type) {
-    lock.lock()
-    defer { lock.unlock() }
-    types[type.cacheTypeTag] = type
-  }
+  public func register(_ type: any CacheSerializable.Type) { types.withLock { $0[type.cacheTypeTag] = type } }
 
-  func type(for tag: String) -> (any CacheSerializable.Type)? {
-    lock.lock()
-    defer { lock.unlock() }
-    return types[tag]
-  }
+  func type(for tag: String) -> (any CacheSerializable.Type)? { types.withLock { $0[tag] } }
 }
 
 /// One open store per key (a directory, a table file) in a process, created on first use.
@@ -44,58 +35,47 @@ public final class CacheSerializableTypes: @unchecked Sendable {
 /// ```swift
 /// let store = try instances.instance(for: path) { try DiskStore(directory: path) }
 /// ```
-package final class StoreInstances<Store: AnyObject & Sendable>: @unchecked Sendable {
-  private let lock = NSLock()
-  private var stores: [String: Store] = [:]
+package final class StoreInstances<Store: AnyObject & Sendable>: Sendable {
+  private let stores = Protected<[String: Store]>([:])
 
   public init() {}
 
   /// The store for `key`, created by `create` the first time.
   public func instance(for key: String, create: () throws -> Store) throws -> Store {
-    lock.lock()
-    defer { lock.unlock() }
-    if let store = stores[key] { return store }
-    let store = try create()
-    stores[key] = store
-    return store
+    try stores.withLock { stores in
+      if let store = stores[key] { return store }
+      let store = try create()
+      stores[key] = store
+      return store
+    }
   }
 }
 
 /// Access times recorded by hits, written to the index in batches.
-final class AccessLog: @unchecked Sendable {
-  private let lock = NSLock()
-  private var pending: [String: Date] = [:]
+final class AccessLog: Sendable {
+  private let pending = Protected<[String: Date]>([:])
 
   /// Records an access; returns a batch to write when enough have gathered.
   func record(_ key: String, at date: Date) -> [String: Date]? {
-    lock.lock()
-    defer { lock.unlock() }
-    pending[key] = date
-    guard pending.count >= 64 else { return nil }
-    defer { pending.removeAll(keepingCapacity: true) }
-    return pending
+    pending.withLock { pending in
+      pending[key] = date
+      guard pending.count >= 64 else { return nil }
+      defer { pending.removeAll(keepingCapacity: true) }
+      return pending
+    }
   }
 
   func drain() -> [String: Date] {
-    lock.lock()
-    defer { lock.unlock() }
-    defer { pending.removeAll() }
-    return pending
+    pending.withLock { pending in
+      defer { pending.removeAll() }
+      return pending
+    }
   }
 }
 
 /// A thread-safe counter.
-final class Counter: @unchecked Sendable {
-  private let lock = NSLock()
-  private var count = 0
-  var value: Int {
-    lock.lock()
-    defer { lock.unlock() }
-    return count
-  }
-  func increment() {
-    lock.lock()
-    count += 1
-    lock.unlock()
-  }
+final class Counter: Sendable {
+  private let count = Protected(0)
+  var value: Int { count.value }
+  func increment() { count.withLock { $0 += 1 } }
 }

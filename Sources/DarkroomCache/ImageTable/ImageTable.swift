@@ -20,20 +20,23 @@ import Foundation
 /// let table = try ImageTable(directory: "/var/cache/darkroom/tables", format: format)
 /// let entry = try await table.retrieve("user-42") { try await renderAvatar(42) }
 /// ```
-package final class ImageTable: @unchecked Sendable {
+package final class ImageTable: Sendable {
   public let format: ImageTableFormat
   /// The table's file (`<directory>/<name>.imagetable`).
   public let fileURL: URL
   let file: ImageTableFile
-  private let lock = NSLock()
-  private var slots: [String: Int] = [:]  // entity id → slot, guarded by `lock`
-  private var leases: [Int: Int] = [:]  // slot → live entries, guarded by `lock`
-  private var verified: Set<Int> = []  // guarded by `lock`
-  private var writing: Set<Int> = []  // guarded by `lock`
-  private var clock: UInt64 = 0  // guarded by `lock`
-  private var providers: [String: (token: UUID, task: Task<ImageTableEntry, any Error>)] = [:]  // guarded by `lock`
-  private weak var storedDelegate: (any ImageTableDelegate)?  // guarded by `lock`
-  private var pending: [PipelineError] = []  // found on open, for the first delegate; guarded by `lock`
+  private let state: Protected<State>
+
+  private struct State {
+    var slots: [String: Int] = [:]  // entity id → slot
+    var leases: [Int: Int] = [:]  // slot → live entries
+    var verified: Set<Int> = []
+    var writing: Set<Int> = []
+    var clock: UInt64 = 0
+    var providers: [String: (token: UUID, task: Task<ImageTableEntry, any Error>)] = [:]
+    weak var storedDelegate: (any ImageTableDelegate)?
+    var pending: [PipelineError] = []  // found on open, for the first delegate
+  }
 
   /// The pixels a provider hands over: `height` rows of `width × bytesPerPixel` bytes.
   public struct Pixels: Sendable {
@@ -63,53 +66,55 @@ package final class ImageTable: @unchecked Sendable {
     self.format = format
     fileURL = URL(fileURLWithPath: directory).appendingPathComponent(format.name + ".imagetable")
     file = try ImageTableFile(path: fileURL.path, format: format, recreateOnMismatch: resetOnMismatch)
-    for (slot, header) in file.entries { slots[header.info.entityID] = slot }
-    clock = file.latestAccess
-    pending = file.droppedOnOpen.map { slot, reason in
+    var opened = State()
+    for (slot, header) in file.entries { opened.slots[header.info.entityID] = slot }
+    opened.clock = file.latestAccess
+    opened.pending = file.droppedOnOpen.map { [fileURL] slot, reason in
       PipelineError(
         .cacheCorrupt, "the image table entry in slot \(slot) of \(fileURL.path) was damaged (\(reason)); it was dropped")
     }
+    state = Protected(opened)
   }
 
   /// Where failures are reported (held weakly). Damaged entries dropped when the table was opened
   /// are reported to the first delegate set.
   public var delegate: (any ImageTableDelegate)? {
-    get { lock.withLock { storedDelegate } }
+    get { state.withLock { $0.storedDelegate } }
     set {
-      let found = lock.withLock { () -> [PipelineError] in
-        storedDelegate = newValue
+      let found = state.withLock { state -> [PipelineError] in
+        state.storedDelegate = newValue
         guard newValue != nil else { return [] }
-        defer { pending = [] }
-        return pending
+        defer { state.pending = [] }
+        return state.pending
       }
       for error in found { report(error) }
     }
   }
 
   /// How many entries the table holds.
-  public var count: Int { lock.withLock { slots.count } }
+  public var count: Int { state.withLock { $0.slots.count } }
 
   /// Whether `entityID` has not been read (and verified) in this process yet. Every read verifies
   /// the checksum of what it read, and every read is a blocking `pread`: callers on an async
   /// executor move every read to a thread that may block, whatever this says.
   public func needsVerification(_ entityID: String) -> Bool {
-    lock.withLock { slots[entityID].map { !verified.contains($0) } ?? false }
+    state.withLock { state in state.slots[entityID].map { !state.verified.contains($0) } ?? false }
   }
 
   /// Whether an entry for `entityID` is stored (its checksum is not checked here).
-  public func exists(_ entityID: String) -> Bool { lock.withLock { slots[entityID] != nil } }
+  public func exists(_ entityID: String) -> Bool { state.withLock { $0.slots[entityID] != nil } }
 
   /// The entry for `entityID`, synchronously, or `nil`: its pixels are read from the file into
   /// memory the entry owns and their checksum is verified, on every read (a blocking read: call
   /// it off the cooperative pool). A corrupt entry, or one the file no longer holds (truncated by
   /// another process), is dropped, reported to the delegate as `cacheCorrupt`, and is `nil`.
   public func retrieve(_ entityID: String) -> ImageTableEntry? {
-    let found = lock.withLock { () -> (slot: Int, header: ImageTableFile.Header, verified: Bool)? in
-      guard let slot = slots[entityID], let header = file.entry(slot) else { return nil }
-      clock += 1
-      file.setAccess(clock, slot)
-      leases[slot, default: 0] += 1
-      return (slot, header, verified.contains(slot))
+    let found = state.withLock { state -> (slot: Int, header: ImageTableFile.Header, verified: Bool)? in
+      guard let slot = state.slots[entityID], let header = file.entry(slot) else { return nil }
+      state.clock += 1
+      file.setAccess(state.clock, slot)
+      state.leases[slot, default: 0] += 1
+      return (slot, header, state.verified.contains(slot))
     }
     guard let found else { return nil }
     let info = found.header.info
@@ -137,10 +142,10 @@ package final class ImageTable: @unchecked Sendable {
       failures.append(
         PipelineError(
           .cacheCorrupt, "the image table entry \(entityID) in \(fileURL.path) is damaged (\(problem)); it was dropped"))
-      failures += lock.withLock { () -> [PipelineError] in
-        guard slots[entityID] == found.slot else { return [] }
-        slots[entityID] = nil
-        verified.remove(found.slot)
+      failures += state.withLock { state -> [PipelineError] in
+        guard state.slots[entityID] == found.slot else { return [] }
+        state.slots[entityID] = nil
+        state.verified.remove(found.slot)
         do throws(PipelineError) {
           try file.clear(found.slot)
         } catch {
@@ -151,7 +156,7 @@ package final class ImageTable: @unchecked Sendable {
       for failure in failures { report(failure) }
       return nil
     }
-    if !found.verified { _ = lock.withLock { verified.insert(found.slot) } }
+    if !found.verified { _ = state.withLock { $0.verified.insert(found.slot) } }
     return ImageTableEntry(info: info, layout: format.layout, slot: found.slot, pixels: buffer) { [weak self] slot in
       self?.releaseLease(slot)
     }
@@ -163,11 +168,13 @@ package final class ImageTable: @unchecked Sendable {
     -> ImageTableEntry
   {
     if let entry = retrieve(entityID) { return entry }
-    let task = lock.withLock { () -> Task<ImageTableEntry, any Error> in
-      if let running = providers[entityID] { return running.task }
+    let task = state.withLock { state -> Task<ImageTableEntry, any Error> in
+      if let running = state.providers[entityID] { return running.task }
       let token = UUID()
       let task = Task { [self] () throws -> ImageTableEntry in
-        defer { lock.withLock { if providers[entityID]?.token == token { providers[entityID] = nil } } }
+        defer {
+          self.state.withLock { state in if state.providers[entityID]?.token == token { state.providers[entityID] = nil } }
+        }
         do {
           let pixels = try await provider()
           try Task.checkCancellation()
@@ -188,7 +195,7 @@ package final class ImageTable: @unchecked Sendable {
           throw failure
         }
       }
-      providers[entityID] = (token, task)
+      state.providers[entityID] = (token, task)
       return task
     }
     return try await task.value
@@ -226,39 +233,39 @@ package final class ImageTable: @unchecked Sendable {
     if let size = file.currentSize, size < file.size {
       for failure in repairTruncation() { report(failure) }
     }
-    let slot = try lock.withLock { () throws(PipelineError) -> Int in
-      if let old = slots.removeValue(forKey: entityID) {
-        verified.remove(old)
+    let slot = try state.withLock { state throws(PipelineError) -> Int in
+      if let old = state.slots.removeValue(forKey: entityID) {
+        state.verified.remove(old)
         try file.clear(old)
       }
-      guard let slot = freeSlot() else {
+      guard let slot = freeSlot(in: &state) else {
         throw PipelineError(.cacheFailed, "every entry of the image table \"\(format.name)\" is in use; raise maxCount")
       }
-      verified.remove(slot)
+      state.verified.remove(slot)
       try file.markWriting(slot)
-      writing.insert(slot)
+      state.writing.insert(slot)
       return slot
     }
     let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: expected, alignment: ImageTableFile.pageSize)
     copy.copyMemory(from: UnsafeRawBufferPointer(start: source, count: expected))
     do {
       try file.writePixels(UnsafeRawBufferPointer(copy), slot)
-      return try lock.withLock { () throws(PipelineError) -> ImageTableEntry in
-        clock += 1
+      return try state.withLock { state throws(PipelineError) -> ImageTableEntry in
+        state.clock += 1
         try file.setValid(
-          ImageTableFile.Header(checksum: Checksum.crc32(UnsafeRawBufferPointer(copy)), access: clock, info: info), slot)
-        writing.remove(slot)
-        slots[entityID] = slot
-        verified.insert(slot)
-        leases[slot, default: 0] += 1
+          ImageTableFile.Header(checksum: Checksum.crc32(UnsafeRawBufferPointer(copy)), access: state.clock, info: info), slot)
+        state.writing.remove(slot)
+        state.slots[entityID] = slot
+        state.verified.insert(slot)
+        state.leases[slot, default: 0] += 1
         return ImageTableEntry(info: info, layout: format.layout, slot: slot, pixels: copy) { [weak self] slot in
           self?.releaseLease(slot)
         }
       }
     } catch {
       copy.deallocate()
-      lock.withLock {
-        writing.remove(slot)
+      state.withLock { state in
+        state.writing.remove(slot)
         try? file.clear(slot)  // else left `writing`, which opening clears
       }
       throw error
@@ -267,9 +274,9 @@ package final class ImageTable: @unchecked Sendable {
 
   /// Removes the entry for `entityID` (entries already retrieved keep their pixels).
   public func delete(_ entityID: String) {
-    let failure = lock.withLock { () -> PipelineError? in
-      guard let slot = slots.removeValue(forKey: entityID) else { return nil }
-      verified.remove(slot)
+    let failure = state.withLock { state -> PipelineError? in
+      guard let slot = state.slots.removeValue(forKey: entityID) else { return nil }
+      state.verified.remove(slot)
       do throws(PipelineError) {
         try file.clear(slot)
         return nil
@@ -283,12 +290,12 @@ package final class ImageTable: @unchecked Sendable {
   /// Removes every entry whose info satisfies `predicate`; returns how many.
   @discardableResult
   public func delete(where predicate: (ImageTableEntryInfo) -> Bool) -> Int {
-    let (count, failures) = lock.withLock { () -> (Int, [PipelineError]) in
-      let doomed = slots.filter { file.entry($0.value).map { predicate($0.info) } ?? false }
+    let (count, failures) = state.withLock { state -> (Int, [PipelineError]) in
+      let doomed = state.slots.filter { file.entry($0.value).map { predicate($0.info) } ?? false }
       var failures: [PipelineError] = []
       for (id, slot) in doomed {
-        slots[id] = nil
-        verified.remove(slot)
+        state.slots[id] = nil
+        state.verified.remove(slot)
         do throws(PipelineError) { try file.clear(slot) } catch { failures.append(error) }
       }
       return (doomed.count, failures)
@@ -302,8 +309,8 @@ package final class ImageTable: @unchecked Sendable {
   /// expiry on disk).
   public func refresh(_ entityID: String, expiresAt: Date?, validators: CacheValidators) {
     if let expiresAt, !ImageTableFile.dateRange.contains(expiresAt.timeIntervalSince1970) { return }
-    let failure = lock.withLock { () -> PipelineError? in
-      guard let slot = slots[entityID] else { return nil }
+    let failure = state.withLock { state -> PipelineError? in
+      guard let slot = state.slots[entityID] else { return nil }
       do throws(PipelineError) {
         try file.update(slot) { info in
           info.expiresAt = expiresAt
@@ -318,44 +325,44 @@ package final class ImageTable: @unchecked Sendable {
   }
 
   /// The info of every entry.
-  public var entries: [ImageTableEntryInfo] { lock.withLock { slots.values.compactMap { file.entry($0)?.info } } }
+  public var entries: [ImageTableEntryInfo] { state.withLock { state in state.slots.values.compactMap { file.entry($0)?.info } } }
 
   /// Whether a provider is running for `entityID`.
-  public func isProviding(_ entityID: String) -> Bool { lock.withLock { providers[entityID] != nil } }
+  public func isProviding(_ entityID: String) -> Bool { state.withLock { $0.providers[entityID] != nil } }
 
   /// Stops the provider running for `entityID`; its waiters fail with `CancellationError`.
   public func cancel(_ entityID: String) {
-    lock.withLock { providers.removeValue(forKey: entityID) }?.task.cancel()
+    state.withLock { $0.providers.removeValue(forKey: entityID) }?.task.cancel()
   }
 
   /// Empties the table (entries already retrieved keep their pixels).
   public func reset() {
-    let (running, failures) = lock.withLock { () -> ([Task<ImageTableEntry, any Error>], [PipelineError]) in
+    let (running, failures) = state.withLock { state -> ([Task<ImageTableEntry, any Error>], [PipelineError]) in
       var failures: [PipelineError] = []
-      for slot in slots.values {
+      for slot in state.slots.values {
         do throws(PipelineError) { try file.clear(slot) } catch { failures.append(error) }
       }
-      slots.removeAll()
-      verified.removeAll()
-      defer { providers.removeAll() }
-      return (providers.values.map(\.task), failures)
+      state.slots.removeAll()
+      state.verified.removeAll()
+      defer { state.providers.removeAll() }
+      return (state.providers.values.map(\.task), failures)
     }
     for task in running { task.cancel() }
     for failure in failures.prefix(1) { report(failure) }
   }
 
   /// An empty slot, or the least recently used one that is not leased or being written.
-  private func freeSlot() -> Int? {
-    let used = Set(slots.values)
+  private func freeSlot(in state: inout State) -> Int? {
+    let used = Set(state.slots.values)
     var oldest: (slot: Int, access: UInt64)?
-    for slot in 0..<format.maxCount where !writing.contains(slot) && leases[slot, default: 0] == 0 {
+    for slot in 0..<format.maxCount where !state.writing.contains(slot) && state.leases[slot, default: 0] == 0 {
       guard used.contains(slot) else { return slot }
       let access = file.entry(slot)?.access ?? 0
       if let current = oldest, current.access <= access { continue }
       oldest = (slot, access)
     }
     guard let victim = oldest?.slot else { return nil }
-    if let id = slots.first(where: { $0.value == victim })?.key { slots[id] = nil }
+    if let id = state.slots.first(where: { $0.value == victim })?.key { state.slots[id] = nil }
     return victim
   }
 
@@ -363,13 +370,13 @@ package final class ImageTable: @unchecked Sendable {
   /// truncated it. Restores its size and drops every entry whose bytes were cut (they would read
   /// as zeros now); returns what to report.
   private func repairTruncation() -> [PipelineError] {
-    lock.withLock {
+    state.withLock { state in
       guard let length = file.currentSize, length < file.size else { return [] }
       do throws(PipelineError) {
         let lost = try file.repairTruncation(cutAt: length)
         let lostSet = Set(lost)
-        slots = slots.filter { !lostSet.contains($0.value) }
-        verified.subtract(lostSet)
+        state.slots = state.slots.filter { !lostSet.contains($0.value) }
+        state.verified.subtract(lostSet)
         return [
           PipelineError(
             .cacheCorrupt,
@@ -383,14 +390,14 @@ package final class ImageTable: @unchecked Sendable {
   }
 
   private func releaseLease(_ slot: Int) {
-    lock.withLock {
-      let remaining = leases[slot, default: 1] - 1
-      leases[slot] = remaining > 0 ? remaining : nil
+    state.withLock { state in
+      let remaining = state.leases[slot, default: 1] - 1
+      state.leases[slot] = remaining > 0 ? remaining : nil
     }
   }
 
   private func report(_ error: PipelineError) {
-    guard let delegate = lock.withLock({ storedDelegate }) else { return }
+    guard let delegate = state.withLock({ $0.storedDelegate }) else { return }
     delegate.imageTable(self, didFail: error)
   }
 }

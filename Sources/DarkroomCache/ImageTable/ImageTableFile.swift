@@ -86,9 +86,8 @@ final class ImageTableFile: @unchecked Sendable {
   let directoryOffset: Int
   let slotsOffset: Int
   private let descriptor: Int32
-  private let lock = NSLock()
-  private var headers: [Int: Header] = [:]  // valid entries by slot, guarded by `lock`
-  private var dirtyAccess: Set<Int> = []  // access counters not yet on disk, guarded by `lock`
+  /// The valid entries' headers by slot, and the slots whose access counters are not on disk yet.
+  private let state = Protected((headers: [Int: Header](), dirtyAccess: Set<Int>()))
   /// Entry headers found damaged when the file was opened (their slots were emptied).
   private(set) var droppedOnOpen: [(slot: Int, reason: String)] = []
 
@@ -163,7 +162,8 @@ final class ImageTableFile: @unchecked Sendable {
   }
 
   deinit {
-    let pending = lock.withLock { dirtyAccess.compactMap { slot in headers[slot].map { (slot, $0.access) } } }
+    let pending = state.withLock { state in state.dirtyAccess.compactMap { slot in state.headers[slot].map { (slot, $0.access) } }
+    }
     for (slot, access) in pending {
       var value = access.littleEndian
       _ = withUnsafeBytes(of: &value) { writeAll($0, at: directoryOffset + slot * Self.entryHeaderSize + 8) }
@@ -290,11 +290,15 @@ final class ImageTableFile: @unchecked Sendable {
       }
       first += slots
     }
+    var dirty: Set<Int> = []
     for (rank, slot) in found.keys.sorted(by: { (found[$0]?.access ?? 0, $0) < (found[$1]?.access ?? 0, $1) }).enumerated() {
       found[slot]?.access = UInt64(rank + 1)
-      dirtyAccess.insert(slot)
+      dirty.insert(slot)
     }
-    headers = found
+    state.withLock { state in
+      state.dirtyAccess.formUnion(dirty)
+      state.headers = found
+    }
     for slot in cleared { _ = try? clear(slot) }
   }
 
@@ -306,28 +310,28 @@ final class ImageTableFile: @unchecked Sendable {
   func pixels(_ slot: Int) -> Int { slotsOffset + slot * format.slotBytes }
 
   /// The valid entries' headers, by slot.
-  var entries: [Int: Header] { lock.withLock { headers } }
+  var entries: [Int: Header] { state.withLock { $0.headers } }
 
   /// The header of the valid entry in `slot`.
-  func entry(_ slot: Int) -> Header? { lock.withLock { headers[slot] } }
+  func entry(_ slot: Int) -> Header? { state.withLock { $0.headers[slot] } }
 
   /// The highest access counter (after opening: the number of entries).
-  var latestAccess: UInt64 { lock.withLock { headers.values.map(\.access).max() ?? 0 } }
+  var latestAccess: UInt64 { state.withLock { $0.headers.values.map(\.access).max() ?? 0 } }
 
   func setAccess(_ value: UInt64, _ slot: Int) {
-    lock.withLock {
-      guard headers[slot] != nil else { return }
-      headers[slot]?.access = value
-      dirtyAccess.insert(slot)  // written on close or with the header: recency is a hint
+    state.withLock { state in
+      guard state.headers[slot] != nil else { return }
+      state.headers[slot]?.access = value
+      state.dirtyAccess.insert(slot)  // written on close or with the header: recency is a hint
     }
   }
 
   /// Empties `slot`: forgotten in memory, and on disk a header of zeros (whose state is `empty`
   /// and which can never pass as valid, so no flipped state word brings an old entry back).
   func clear(_ slot: Int) throws(PipelineError) {
-    lock.withLock {
-      headers[slot] = nil
-      dirtyAccess.remove(slot)
+    state.withLock { state in
+      state.headers[slot] = nil
+      state.dirtyAccess.remove(slot)
     }
     try writeHeaderBytes([UInt8](repeating: 0, count: Self.entryHeaderSize), slot, what: "empty the entry header")
   }
@@ -335,9 +339,9 @@ final class ImageTableFile: @unchecked Sendable {
   /// Marks `slot` as being written (only its state word: a process killed before the entry is
   /// complete leaves `writing`, which opening clears).
   func markWriting(_ slot: Int) throws(PipelineError) {
-    lock.withLock {
-      headers[slot] = nil
-      dirtyAccess.remove(slot)
+    state.withLock { state in
+      state.headers[slot] = nil
+      state.dirtyAccess.remove(slot)
     }
     var state = State.writing.rawValue.littleEndian
     let result = withUnsafeBytes(of: &state) { writeAll($0, at: header(slot)) }
@@ -347,9 +351,9 @@ final class ImageTableFile: @unchecked Sendable {
   /// Writes `slot`'s whole header with the state `valid`, in one write, after its pixels.
   func setValid(_ entry: Header, _ slot: Int) throws(PipelineError) {
     try writeHeaderBytes(Self.encode(entry, state: .valid), slot, what: "write the entry header")
-    lock.withLock {
-      headers[slot] = entry
-      dirtyAccess.remove(slot)
+    state.withLock { state in
+      state.headers[slot] = entry
+      state.dirtyAccess.remove(slot)
     }
   }
 
@@ -393,11 +397,13 @@ final class ImageTableFile: @unchecked Sendable {
   /// headers of `surviving` slots (whose headers and pixels were all below the cut); everything
   /// else is emptied in memory (its bytes are gone). Returns the slots emptied.
   func repairTruncation(cutAt length: Int) throws(PipelineError) -> [Int] {
-    let lost = lock.withLock { () -> [Int] in
-      let lost = headers.keys.filter { header($0) + Self.entryHeaderSize > length || pixels($0) + format.slotBytes > length }
+    let lost = state.withLock { state -> [Int] in
+      let lost = state.headers.keys.filter {
+        header($0) + Self.entryHeaderSize > length || pixels($0) + format.slotBytes > length
+      }
       for slot in lost {
-        headers[slot] = nil
-        dirtyAccess.remove(slot)
+        state.headers[slot] = nil
+        state.dirtyAccess.remove(slot)
       }
       return lost
     }

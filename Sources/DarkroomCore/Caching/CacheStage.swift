@@ -8,7 +8,7 @@ import Foundation
 ///
 /// ```swift
 /// let pipeline = Pipeline(name: "thumb") {
-///   Fetcher(); Decoder(); Resizer(width: 300); Encoder(.jpeg())
+///   Fetcher(); ImageDecoder(); Resizer(width: 300); ImageEncoder(.jpeg())
 ///   Cache<EncodedImage>(store: MemoryStore.shared, maxAge: .seconds(3600))
 /// }
 /// ```

@@ -8,27 +8,22 @@ import Foundation
 /// ```swift
 /// let removed = try await CacheStores.shared.purge(source: ImageSource("https://cdn.example.com/a.jpg"))
 /// ```
-public final class CacheStores: @unchecked Sendable {
+public final class CacheStores: Sendable {
   public static let shared = CacheStores()
-  private let lock = NSLock()
-  private var stores: [(id: String, store: any CacheStore)] = []  // guarded by `lock`
+  private let stores: Protected<[(id: String, store: any CacheStore)]>
 
-  init() { stores = [("memory", MemoryStore.shared)] }
+  init() { stores = Protected([("memory", MemoryStore.shared)]) }
 
   /// Adds a store under an id (one store per id).
   public func register(_ store: any CacheStore, id: String) {
-    lock.lock()
-    defer { lock.unlock() }
-    stores.removeAll { $0.id == id }
-    stores.append((id, store))
+    stores.withLock { stores in
+      stores.removeAll { $0.id == id }
+      stores.append((id, store))
+    }
   }
 
   /// The registered stores.
-  public var all: [any CacheStore] {
-    lock.lock()
-    defer { lock.unlock() }
-    return stores.map(\.store)
-  }
+  public var all: [any CacheStore] { stores.withLock { $0.map(\.store) } }
 
   /// Removes every cached variant of `source` from every store; returns the count per store.
   public func purge(source: ImageSource) async throws -> [String: Int] {

@@ -12,26 +12,34 @@ import Foundation
 /// let a = try await registry.object(for: "a.jpg") { try await makeThumbnail("a.jpg") }
 /// let b = try await registry.object(for: "a.jpg") { try await makeThumbnail("a.jpg") }  // a === b
 /// ```
-package final class LiveObjectRegistry<Key: Hashable & Sendable, Object: AnyObject & Sendable>: @unchecked Sendable {
+package final class LiveObjectRegistry<Key: Hashable & Sendable, Object: AnyObject & Sendable>: Sendable {
   private final class WeakBox {
     weak var object: Object?
     init(_ object: Object) { self.object = object }
   }
 
-  private let lock = NSLock()
-  private var live: [Key: WeakBox] = [:]  // guarded by `lock`
-  private var creating: [Key: Task<Object, any Error>] = [:]  // guarded by `lock`
-  private var insertionsSincePrune = 0  // guarded by `lock`
+  private struct State {
+    var live: [Key: WeakBox] = [:]
+    var creating: [Key: Task<Object, any Error>] = [:]
+    var insertionsSincePrune = 0
+
+    mutating func prune() {
+      live = live.filter { $0.value.object != nil }
+      insertionsSincePrune = 0
+    }
+  }
+
+  private let state = Protected(State())
 
   public init() {}
 
   /// The live object for `key`, or the one being created for it, or a new one from `create`.
   public func object(for key: Key, create: @escaping @Sendable () async throws -> Object) async throws -> Object {
-    let found = lock.withLock { () -> (object: Object?, task: Task<Object, any Error>?, isCreator: Bool) in
-      if let object = live[key]?.object { return (object, nil, false) }
-      if let pending = creating[key] { return (nil, pending, false) }
+    let found = state.withLock { state -> (object: Object?, task: Task<Object, any Error>?, isCreator: Bool) in
+      if let object = state.live[key]?.object { return (object, nil, false) }
+      if let pending = state.creating[key] { return (nil, pending, false) }
       let task = Task { try await create() }
-      creating[key] = task
+      state.creating[key] = task
       return (nil, task, true)
     }
     if let object = found.object { return object }
@@ -42,37 +50,28 @@ package final class LiveObjectRegistry<Key: Hashable & Sendable, Object: AnyObje
       register(object, for: key)
       return object
     } catch {
-      lock.withLock { creating[key] = nil }
+      state.withLock { $0.creating[key] = nil }
       throw error
     }
   }
 
   private func register(_ object: Object, for key: Key) {
-    lock.lock()
-    defer { lock.unlock() }
-    live[key] = WeakBox(object)
-    creating[key] = nil
-    insertionsSincePrune += 1
-    if insertionsSincePrune >= 256 { pruneLocked() }
+    state.withLock { state in
+      state.live[key] = WeakBox(object)
+      state.creating[key] = nil
+      state.insertionsSincePrune += 1
+      if state.insertionsSincePrune >= 256 { state.prune() }
+    }
   }
 
   /// The live object for `key`, if one is alive.
-  public func existing(for key: Key) -> Object? {
-    lock.lock()
-    defer { lock.unlock() }
-    return live[key]?.object
-  }
+  public func existing(for key: Key) -> Object? { state.withLock { $0.live[key]?.object } }
 
   /// How many objects are alive (entries whose objects are gone are dropped).
   public var liveCount: Int {
-    lock.lock()
-    defer { lock.unlock() }
-    pruneLocked()
-    return live.count
-  }
-
-  private func pruneLocked() {
-    live = live.filter { $0.value.object != nil }
-    insertionsSincePrune = 0
+    state.withLock { state in
+      state.prune()
+      return state.live.count
+    }
   }
 }

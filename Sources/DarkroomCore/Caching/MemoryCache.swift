@@ -17,7 +17,7 @@ package final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Send
   public let costLimit: Int
   /// The most entries kept.
   public let countLimit: Int
-  private let shards: [LockedShard]
+  private let shards: [Protected<Shard>]
   private let now: @Sendable () -> ContinuousClock.Instant
 
   /// Creates a cache. `shards` trades lock contention for LRU precision (eviction is least
@@ -31,11 +31,11 @@ package final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Send
     let count = max(1, shards)
     let costShare = self.costLimit / count
     let countShare = max(1, self.countLimit == .max ? .max : self.countLimit / count)
-    self.shards = (0..<count).map { _ in LockedShard(Shard(costLimit: costShare, countLimit: countShare)) }
+    self.shards = (0..<count).map { _ in Protected(Shard(costLimit: costShare, countLimit: countShare)) }
     self.now = now
   }
 
-  private func shard(for key: Key) -> LockedShard {
+  private func shard(for key: Key) -> Protected<Shard> {
     shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
   }
 
@@ -86,20 +86,8 @@ package final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Send
 }
 
 extension MemoryCache {
-  /// One shard: a dictionary plus a doubly linked recency list threaded through it by key.
-  /// A shard behind its own lock: a pthread mutex (`NSLock`), which ThreadSanitizer follows —
-  /// it cannot see through `Synchronization.Mutex`'s futex and reports false races on it.
-  final class LockedShard: @unchecked Sendable {
-    private let lock = NSLock()
-    private var shard: Shard  // guarded by `lock`
-    init(_ shard: Shard) { self.shard = shard }
-    func withLock<R>(_ body: (inout Shard) -> R) -> R {
-      lock.lock()
-      defer { lock.unlock() }
-      return body(&shard)
-    }
-  }
-
+  /// One shard (each behind its own lock, a ``Protected``): a dictionary plus a doubly linked
+  /// recency list threaded through it by key.
   struct Shard {
     struct Entry {
       var value: Value

@@ -142,19 +142,18 @@ extension MemoryStore {
 }
 
 /// A task slot that can be replaced and cancelled from any thread.
-final class TaskBox: @unchecked Sendable {
-  private let lock = NSLock()
-  private var task: Task<Void, Never>?
+final class TaskBox: Sendable {
+  private let task = Protected<Task<Void, Never>?>(nil)
   func replace(_ new: Task<Void, Never>) {
-    lock.lock()
-    defer { lock.unlock() }
-    task?.cancel()
-    task = new
+    task.withLock { task in
+      task?.cancel()
+      task = new
+    }
   }
   func cancel() {
-    lock.lock()
-    defer { lock.unlock() }
-    task?.cancel()
-    task = nil
+    task.withLock { task in
+      task?.cancel()
+      task = nil
+    }
   }
 }

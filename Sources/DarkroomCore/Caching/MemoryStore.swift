@@ -75,43 +75,40 @@ public final class MemoryStore: CacheStore {
 
 /// Source identity → keys, so purging one source touches only its own entries. Keys whose
 /// entries were evicted are dropped lazily, when their source is purged.
-final class SourceIndex: @unchecked Sendable {
-  private let lock = NSLock()
-  private var keys: [String: Set<String>] = [:]  // guarded by `lock`
-
-  private var total = 0  // guarded by `lock`
+final class SourceIndex: Sendable {
+  private let state = Protected((keys: [String: Set<String>](), total: 0))
 
   /// Adds a key; returns how many keys the index holds.
   func insert(_ key: String, for source: String) -> Int {
-    lock.lock()
-    defer { lock.unlock() }
-    if keys[source, default: []].insert(key).inserted { total += 1 }
-    return total
+    state.withLock { state in
+      if state.keys[source, default: []].insert(key).inserted { state.total += 1 }
+      return state.total
+    }
   }
 
   /// Keeps only the keys `isLive` says are still stored.
   func prune(isLive: (String) -> Bool) {
-    lock.lock()
-    defer { lock.unlock() }
-    keys = keys.compactMapValues { set in
-      let live = set.filter(isLive)
-      return live.isEmpty ? nil : live
+    state.withLock { state in
+      state.keys = state.keys.compactMapValues { set in
+        let live = set.filter(isLive)
+        return live.isEmpty ? nil : live
+      }
+      state.total = state.keys.values.reduce(0) { $0 + $1.count }
     }
-    total = keys.values.reduce(0) { $0 + $1.count }
   }
 
   func remove(_ source: String) -> Set<String> {
-    lock.lock()
-    defer { lock.unlock() }
-    let removed = keys.removeValue(forKey: source) ?? []
-    total -= removed.count
-    return removed
+    state.withLock { state in
+      let removed = state.keys.removeValue(forKey: source) ?? []
+      state.total -= removed.count
+      return removed
+    }
   }
 
   func removeAll() {
-    lock.lock()
-    defer { lock.unlock() }
-    keys.removeAll()
-    total = 0
+    state.withLock { state in
+      state.keys.removeAll()
+      state.total = 0
+    }
   }
 }

@@ -22,6 +22,7 @@ package final class BlockingPool: @unchecked Sendable {
 
   // Every mutable field below is guarded by `condition`'s lock (a pthread mutex, which thread
   // sanitizers understand); that is what makes the class safe to share (@unchecked Sendable).
+  // Not a `Protected`: the pool's threads sleep on the condition until work arrives.
   private let condition = NSCondition()
   private var queue: [@Sendable () -> Void] = []
   private var head = 0
@@ -114,11 +115,10 @@ package final class BlockingPool: @unchecked Sendable {
 }
 
 /// Hands a job's work to the one thread that runs it, once, and forgets it.
-private final class WorkHolder<T: Sendable>: @unchecked Sendable {
-  private let lock = NSLock()
-  private var work: (@Sendable () throws -> T)?  // guarded by `lock`
+private final class WorkHolder<T: Sendable>: Sendable {
+  private let work: Protected<(@Sendable () throws -> T)?>
 
-  init(_ work: @escaping @Sendable () throws -> T) { self.work = work }
+  init(_ work: @escaping @Sendable () throws -> T) { self.work = Protected(work) }
 
   /// Runs the work and releases it before returning its result.
   func run() -> Result<T, any Error>? {
@@ -127,10 +127,10 @@ private final class WorkHolder<T: Sendable>: @unchecked Sendable {
   }
 
   func take() -> (@Sendable () throws -> T)? {
-    lock.lock()
-    defer { lock.unlock() }
-    defer { work = nil }
-    return work
+    work.withLock { work in
+      defer { work = nil }
+      return work
+    }
   }
 }
 

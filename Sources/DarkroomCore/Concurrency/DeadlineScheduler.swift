@@ -26,7 +26,8 @@ package final class DeadlineScheduler: @unchecked Sendable {
     static func < (lhs: Entry, rhs: Entry) -> Bool { (lhs.deadline, lhs.id) < (rhs.deadline, rhs.id) }
   }
 
-  // Guarded by `condition`'s lock (a pthread mutex, which ThreadSanitizer understands).
+  // Guarded by `condition`'s lock (a pthread mutex, which ThreadSanitizer understands). Not a
+  // `Protected`: the scheduler's thread sleeps on the condition until the next deadline.
   private let condition = NSCondition()
   private var heap = Heap<Entry>()
   private var actions: [UInt64: @Sendable () -> Void] = [:]

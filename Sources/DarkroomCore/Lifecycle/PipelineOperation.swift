@@ -25,13 +25,12 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     var nextSubscriber = 0
     var outcome: Result<Output, PipelineError>?
     var waiters: [UUID: CheckedContinuation<Result<Output, PipelineError>, Never>] = [:]
-    /// Those waiting for at least so many tasks to wait for ``value`` (``whenWaited(by:)``).
-    var waitingFor: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     var task: Task<Void, Never>?
     var cancelRequested = false
   }
-  // An NSLock-backed box rather than Synchronization.Mutex: ThreadSanitizer sees through it.
-  private let state = Protected(State())
+  // Waitable: an NSLock-backed box (ThreadSanitizer sees through it, unlike Synchronization.Mutex)
+  // that also wakes ``whenWaited(by:)`` once enough tasks wait for ``value``.
+  private let state = Waitable(State())
   private let observers: [any OperationObserver]
 
   init(info: OperationInfo, observers: [any OperationObserver]) {
@@ -86,7 +85,6 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
             return (nil, false)
           }
           if let outcome { continuation.resume(returning: outcome) }
-          for reached in state.withLock({ Self.reached(&$0) }) { reached.resume() }
           if abandoned { cancel() }
         }
       } onCancel: {
@@ -99,20 +97,7 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
   /// Returns once at least `count` tasks wait for ``value`` at the same time, or the operation has
   /// ended: for tests of what cancelling one of several waiters does.
   package func whenWaited(by count: Int) async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let now = state.withLock { state -> Bool in
-        if state.waiters.count >= count || state.outcome != nil { return true }
-        state.waitingFor.append((count, continuation))
-        return false
-      }
-      if now { continuation.resume() }
-    }
-  }
-
-  private static func reached(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
-    let ready = state.waitingFor.filter { $0.count <= state.waiters.count }.map(\.continuation)
-    state.waitingFor.removeAll { $0.count <= state.waiters.count }
-    return ready
+    await state.wait { $0.waiters.count >= count || $0.outcome != nil }
   }
 
   /// A waiter's task was cancelled: it stops waiting; the last waiter to go cancels the operation.
@@ -161,7 +146,6 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     var runWillFinish = false
     var toNotify: [OperationEvent] = []
     var resume: [CheckedContinuation<Result<Output, PipelineError>, Never>] = []
-    var released: [CheckedContinuation<Void, Never>] = []
     var outcome: Result<Output, PipelineError>?
     var ended: [AsyncStream<OperationEvent>.Continuation] = []
     state.withLock { state in
@@ -192,8 +176,6 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
         state.outcome = outcome
         resume = Array(state.waiters.values)
         state.waiters = [:]
-        released = state.waitingFor.map(\.continuation)
-        state.waitingFor = []
         ended = Array(state.subscribers.values)
         state.subscribers = [:]
         state.task = nil
@@ -202,7 +184,6 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     for continuation in ended { continuation.finish() }
     if let outcome {
       for waiter in resume { waiter.resume(returning: outcome) }
-      for waiting in released { waiting.resume() }
     }
     return runWillFinish
   }

@@ -17,7 +17,7 @@ import Foundation
 ///   try await network.run(ticket) { try await fetch(url) }
 /// }
 /// ```
-package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unchecked Sendable {
+package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   private struct Waiter {
     let ticket: PriorityTicket
     let observation: UUID
@@ -25,7 +25,7 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unche
     let position: Int
   }
 
-  private final class Entry: @unchecked Sendable {  // guarded by the coalescer's lock
+  private final class Entry: @unchecked Sendable {  // guarded by the coalescer's `state` lock
     let ticket: PriorityTicket
     var task: Task<Void, Never>?
     var waiters: [UUID: Waiter] = [:]
@@ -40,15 +40,17 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unche
     }
   }
 
-  private let lock = NSLock()
-  private var entries: [Key: Entry] = [:]  // guarded by `lock`
-  private var runs = 0  // guarded by `lock`
-  private var joins = 0  // guarded by `lock`
-  /// Waiters between their cancellation check and joining, and those cancelled in that window.
-  private var arriving: Set<UUID> = []  // guarded by `lock`
-  private var cancelledEarly: Set<UUID> = []  // guarded by `lock`
-  /// The key each waiting caller waits for.
-  private var waiterKeys: [UUID: Key] = [:]  // guarded by `lock`
+  private struct State {
+    var entries: [Key: Entry] = [:]
+    var runs = 0
+    var joins = 0
+    /// Waiters between their cancellation check and joining, and those cancelled in that window.
+    var arriving: Set<UUID> = []
+    var cancelledEarly: Set<UUID> = []
+    /// The key each waiting caller waits for.
+    var waiterKeys: [UUID: Key] = [:]
+  }
+  private let state = Protected(State())
   private let share: (@Sendable (Value, _ consumers: Int) async throws -> Value)?
 
   /// Creates a coalescer. `share` prepares a result that goes to several waiters.
@@ -57,15 +59,15 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unche
   }
 
   /// Work running now.
-  public var inFlight: Int { lock.withLock { entries.count } }
+  public var inFlight: Int { state.withLock { $0.entries.count } }
   /// How many times work was started (for tests and metrics: one per distinct run).
-  public var started: Int { lock.withLock { runs } }
+  public var started: Int { state.withLock { $0.runs } }
   /// How many times a caller joined work that was already running.
-  public var joined: Int { lock.withLock { joins } }
+  public var joined: Int { state.withLock { $0.joins } }
   /// How many callers wait for `key`'s work (0 when none runs).
-  public func waiters(for key: Key) -> Int { lock.withLock { entries[key]?.waiters.count ?? 0 } }
+  public func waiters(for key: Key) -> Int { state.withLock { $0.entries[key]?.waiters.count ?? 0 } }
   /// True while work for `key` runs.
-  public func isRunning(_ key: Key) -> Bool { lock.withLock { entries[key] != nil } }
+  public func isRunning(_ key: Key) -> Bool { state.withLock { $0.entries[key] != nil } }
 
   /// The result of the work for `key`: joins the running work, or starts `work` with a ticket
   /// carrying the waiters' highest priority.
@@ -118,20 +120,20 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unche
   ) async throws -> Delivery? {
     try Task.checkCancellation()
     let waiter = UUID()
-    _ = lock.withLock { arriving.insert(waiter) }
+    _ = state.withLock { $0.arriving.insert(waiter) }
     let observation = ticket.observe { [weak self] _ in self?.priorityChanged(waiter) }
     defer { ticket.stopObserving(observation) }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Delivery?, any Error>) in
-        let outcome = lock.withLock { () -> JoinOutcome in
-          arriving.remove(waiter)
-          if cancelledEarly.remove(waiter) != nil { return .cancelled }
+        let outcome = state.withLock { state -> JoinOutcome in
+          state.arriving.remove(waiter)
+          if state.cancelledEarly.remove(waiter) != nil { return .cancelled }
           for (position, key) in keys.enumerated() {
-            guard let entry = entries[key] else { continue }
+            guard let entry = state.entries[key] else { continue }
             entry.waiters[waiter] = Waiter(
               ticket: ticket, observation: observation, continuation: continuation, position: position)
-            waiterKeys[waiter] = key
-            joins += 1
+            state.waiterKeys[waiter] = key
+            state.joins += 1
             entry.updatePriority()
             return .waiting(started: false)
           }
@@ -139,9 +141,9 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unche
           let entry = Entry(ticket: PriorityTicket(ticket.priority, order: ticket.order))
           entry.cohort = cohort
           entry.waiters[waiter] = Waiter(ticket: ticket, observation: observation, continuation: continuation, position: 0)
-          entries[key] = entry
-          waiterKeys[waiter] = key
-          runs += 1
+          state.entries[key] = entry
+          state.waiterKeys[waiter] = key
+          state.runs += 1
           entry.task = Task { [weak self] in
             let result: Result<Value, any Error>
             do { result = .success(try await work(entry.ticket)) } catch { result = .failure(error) }
@@ -166,9 +168,9 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unche
     // Callers that got the previous result with this work's starter may be about to join it.
     await entry.cohort?.allMovedOn()
     // Removing the entry first closes it to newcomers, so the count of consumers is final.
-    let waiting = lock.withLock { () -> [Waiter] in
-      if entries[key] === entry { entries[key] = nil }
-      for waiter in entry.waiters.keys { waiterKeys[waiter] = nil }
+    let waiting = state.withLock { state -> [Waiter] in
+      if state.entries[key] === entry { state.entries[key] = nil }
+      for waiter in entry.waiters.keys { state.waiterKeys[waiter] = nil }
       defer { entry.waiters.removeAll() }
       return Array(entry.waiters.values)
     }
@@ -184,23 +186,23 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: @unche
   }
 
   private func priorityChanged(_ waiter: UUID) {
-    lock.withLock {
-      guard let key = waiterKeys[waiter] else { return }
-      entries[key]?.updatePriority()
+    state.withLock { state in
+      guard let key = state.waiterKeys[waiter] else { return }
+      state.entries[key]?.updatePriority()
     }
   }
 
   /// A waiter was cancelled: it stops waiting; the last one to go cancels the work.
   private func leave(_ waiter: UUID) {
-    let (continuation, cancelWork) = lock.withLock { () -> (CheckedContinuation<Delivery?, any Error>?, Task<Void, Never>?) in
-      guard let key = waiterKeys.removeValue(forKey: waiter), let entry = entries[key],
+    let (continuation, cancelWork) = state.withLock { state -> (CheckedContinuation<Delivery?, any Error>?, Task<Void, Never>?) in
+      guard let key = state.waiterKeys.removeValue(forKey: waiter), let entry = state.entries[key],
         let leaving = entry.waiters.removeValue(forKey: waiter)
       else {
-        if arriving.contains(waiter) { cancelledEarly.insert(waiter) }
+        if state.arriving.contains(waiter) { state.cancelledEarly.insert(waiter) }
         return (nil, nil)
       }
       if entry.waiters.isEmpty {
-        entries[key] = nil
+        state.entries[key] = nil
         return (leaving.continuation, entry.task)
       }
       entry.updatePriority()
@@ -259,28 +261,12 @@ package final class Cohort: Sendable {
 }
 
 private final class CohortGroup: Sendable {
-  private let state: Protected<(remaining: Int, waiters: [CheckedContinuation<Void, Never>])>
+  /// Members that have not checked in yet; everyone has moved on at zero.
+  private let remaining: Waitable<Int>
 
-  init(count: Int) { state = Protected((count, [])) }
+  init(count: Int) { remaining = Waitable(count) }
 
-  func checkIn() {
-    let resume = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-      state.remaining -= 1
-      guard state.remaining == 0 else { return [] }
-      defer { state.waiters = [] }
-      return state.waiters
-    }
-    for waiter in resume { waiter.resume() }
-  }
+  func checkIn() { remaining.withLock { $0 -= 1 } }
 
-  func allMovedOn() async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let done = state.withLock { state -> Bool in
-        if state.remaining <= 0 { return true }
-        state.waiters.append(continuation)
-        return false
-      }
-      if done { continuation.resume() }
-    }
-  }
+  func allMovedOn() async { await remaining.wait { $0 <= 0 } }
 }

@@ -17,10 +17,8 @@ public enum LoadPriority: Int, Sendable, Comparable, CaseIterable, Codable {
 /// async let image = cpu.run(ticket) { try decode(bytes) }
 /// ticket.priority = .high   // the user scrolled to it
 /// ```
-package final class PriorityTicket: @unchecked Sendable {
-  private let lock = NSLock()
-  private var value: LoadPriority  // guarded by `lock`
-  private var observers: [UUID: @Sendable (LoadPriority) -> Void] = [:]  // guarded by `lock`
+package final class PriorityTicket: Sendable {
+  private let state: Protected<(priority: LoadPriority, observers: [UUID: @Sendable (LoadPriority) -> Void])>
   /// When the work was asked for: within a priority, queued work goes in this order (first come,
   /// first served), whatever order its tasks reach the queue in.
   public let order: UInt64
@@ -29,7 +27,7 @@ package final class PriorityTicket: @unchecked Sendable {
 
   /// A ticket at `priority`, stamped now (or with `order`, to queue as early as another ticket).
   public init(_ priority: LoadPriority = .normal, order: UInt64? = nil) {
-    value = priority
+    state = Protected((priority, [:]))
     self.order =
       order
       ?? PriorityTicket.clock.withLock {
@@ -40,12 +38,12 @@ package final class PriorityTicket: @unchecked Sendable {
 
   /// The current priority; setting it reorders queued work holding this ticket.
   public var priority: LoadPriority {
-    get { lock.withLock { value } }
+    get { state.withLock { $0.priority } }
     set {
-      let toNotify = lock.withLock { () -> [@Sendable (LoadPriority) -> Void] in
-        guard value != newValue else { return [] }
-        value = newValue
-        return Array(observers.values)
+      let toNotify = state.withLock { state -> [@Sendable (LoadPriority) -> Void] in
+        guard state.priority != newValue else { return [] }
+        state.priority = newValue
+        return Array(state.observers.values)
       }
       for observer in toNotify { observer(newValue) }
     }
@@ -54,9 +52,9 @@ package final class PriorityTicket: @unchecked Sendable {
   /// Calls `observer` on every change until the returned token is passed to ``stopObserving(_:)``.
   func observe(_ observer: @escaping @Sendable (LoadPriority) -> Void) -> UUID {
     let token = UUID()
-    lock.withLock { observers[token] = observer }
+    state.withLock { $0.observers[token] = observer }
     return token
   }
 
-  func stopObserving(_ token: UUID) { _ = lock.withLock { observers.removeValue(forKey: token) } }
+  func stopObserving(_ token: UUID) { _ = state.withLock { $0.observers.removeValue(forKey: token) } }
 }

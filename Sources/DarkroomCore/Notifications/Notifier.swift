@@ -28,73 +28,40 @@ public final class Notifier: OperationObserver, Sendable {
 
   /// One sink's queue: counts what is posted and not yet handled, and wakes the tasks waiting for
   /// it to shrink (``flush()``, ``waitUntilPending(below:)``).
-  private final class Counters: @unchecked Sendable {
-    private let lock = NSLock()
-    private var statistics = Statistics()  // guarded by `lock`
-    private var pending = 0  // guarded by `lock`
-    private var waiters: [Int: (limit: Int, continuation: CheckedContinuation<Void, Never>)] = [:]  // guarded by `lock`
-    private var nextWaiter = 0  // guarded by `lock`
+  private final class Counters: Sendable {
+    private let state = Waitable((statistics: Statistics(), pending: 0))
 
-    var snapshot: Statistics { lock.withLock { statistics } }
+    var snapshot: Statistics { state.value.statistics }
 
     func posted() {
-      lock.withLock {
-        statistics.posted += 1
-        pending += 1
+      state.withLock { state in
+        state.statistics.posted += 1
+        state.pending += 1
       }
     }
 
     func handled(_ error: (any Error)?) {
-      let woken = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+      state.withLock { state in
         if let error {
-          statistics.failed += 1
-          statistics.lastError = (error as? PipelineError)?.message ?? "\(error)"
+          state.statistics.failed += 1
+          state.statistics.lastError = (error as? PipelineError)?.message ?? "\(error)"
         } else {
-          statistics.delivered += 1
+          state.statistics.delivered += 1
         }
-        pending -= 1
-        return wakeable()
+        state.pending -= 1
       }
-      for waiter in woken { waiter.resume() }
     }
 
     func dropped() {
-      let woken = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
-        statistics.posted -= 1
-        pending -= 1
-        return wakeable()
+      state.withLock { state in
+        state.statistics.posted -= 1
+        state.pending -= 1
       }
-      for waiter in woken { waiter.resume() }
-    }
-
-    /// Removes and returns the waiters whose limit `pending` is now below (`lock` held).
-    private func wakeable() -> [CheckedContinuation<Void, Never>] {
-      var woken: [CheckedContinuation<Void, Never>] = []
-      for (id, waiter) in waiters where pending < waiter.limit {
-        woken.append(waiter.continuation)
-        waiters[id] = nil
-      }
-      return woken
     }
 
     /// Returns once fewer than `limit` notifications are pending, or the task is cancelled.
     func waitUntilPending(below limit: Int) async {
-      let id = lock.withLock { () -> Int in
-        nextWaiter += 1
-        return nextWaiter
-      }
-      await withTaskCancellationHandler {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-          let ready = lock.withLock { () -> Bool in
-            if pending < limit || Task.isCancelled { return true }
-            waiters[id] = (limit, continuation)
-            return false
-          }
-          if ready { continuation.resume() }
-        }
-      } onCancel: {
-        lock.withLock { waiters.removeValue(forKey: id) }?.continuation.resume()
-      }
+      try? await state.waitUnlessCancelled { $0.pending < limit }
     }
 
     func drained() async { await waitUntilPending(below: 1) }

@@ -10,9 +10,9 @@
 /// let notifier = Notifier(sinks: [JSONLinesSink.standardOutput])
 /// let pipeline = Pipeline(name: "avatar") {
 ///   Fetcher()
-///   Decoder()
+///   ImageDecoder()
 ///   Resizer(width: 128, height: 128, mode: .fill)
-///   Encoder(.webp(quality: 80))
+///   ImageEncoder(.webp(quality: 80))
 ///   Notify<EncodedImage>("avatarReady", notifier: notifier)
 /// }
 /// ```

@@ -7,9 +7,9 @@
 /// ```swift
 /// let thumbnail = Pipeline(name: "thumbnail") {
 ///   Fetcher()
-///   Decoder()
+///   ImageDecoder()
 ///   Resizer(width: 300, height: 300, mode: .fit)
-///   Encoder(.jpeg(quality: 80))
+///   ImageEncoder(.jpeg(quality: 80))
 /// }
 /// let image = try await thumbnail.run(ImageSource("photo.jpg")).value   // EncodedImage
 /// ```

@@ -13,12 +13,12 @@ public struct StageChain<Input: Sendable, Output: Sendable>: Sendable {
 /// as components.
 ///
 /// ```swift
-/// let decode = Pipeline(name: "decode") { Fetcher(); Decoder() }
+/// let decode = Pipeline(name: "decode") { Fetcher(); ImageDecoder() }
 /// let avatar = Pipeline(name: "avatar") {
 ///   decode
 ///   Cropper(rect: .relative(x: 0.1, y: 0.1, width: 0.8, height: 0.8))
 ///   Resizer(width: 256, height: 256, mode: .fill)
-///   Encoder(.webp(quality: 80))
+///   ImageEncoder(.webp(quality: 80))
 /// }
 /// ```
 @resultBuilder

@@ -8,10 +8,10 @@
 ///
 /// ```swift
 /// let avatars = PipelineVariants(
-///   name: "avatar", prefix: Pipeline { Fetcher(); Decoder() },
+///   name: "avatar", prefix: Pipeline { Fetcher(); ImageDecoder() },
 ///   variants: [
-///     ("64", Pipeline { Resizer(width: 64, height: 64, mode: .fill); Encoder(.webp(quality: 80)) }),
-///     ("128", Pipeline { Resizer(width: 128, height: 128, mode: .fill); Encoder(.webp(quality: 80)) }),
+///     ("64", Pipeline { Resizer(width: 64, height: 64, mode: .fill); ImageEncoder(.webp(quality: 80)) }),
+///     ("128", Pipeline { Resizer(width: 128, height: 128, mode: .fill); ImageEncoder(.webp(quality: 80)) }),
 ///   ])
 /// for (variant, operation) in avatars.load(ImageSource(url), with: loader) {
 ///   print(variant, try await operation.value.bytes.count)

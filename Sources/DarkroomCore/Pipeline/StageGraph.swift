@@ -5,7 +5,7 @@
 /// ``runnableStages`` is the list after the optimizer fused what it could (unless fusion is off).
 ///
 /// ```swift
-/// let graph = try StageGraph(name: "thumb", stages: [AnyStage(Fetcher()), AnyStage(Decoder())])
+/// let graph = try StageGraph(name: "thumb", stages: [AnyStage(Fetcher()), AnyStage(ImageDecoder())])
 /// print(graph.runnableStages.map(\.kind))
 /// ```
 public struct StageGraph: Sendable {

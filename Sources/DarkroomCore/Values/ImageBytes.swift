@@ -22,20 +22,19 @@ import Synchronization
 /// let bytes = ImageBytes(Data([0xFF, 0xD8, 0xFF]))
 /// bytes.withUnsafeBytes { print($0.count) }   // 3
 /// ```
-public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConvertible {
-  // `memory` is written at most once (in init, or when a file is first read), under `lock`;
+public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
+  // `memory` is written at most once (in init, or when a file is first read), under its lock;
   // `descriptor` and `declaredCount` never change. That makes sharing between threads safe.
-  private let lock = NSLock()
-  private var memory: UnsafeMutableRawBufferPointer?
+  private let memory: Protected<UnsafeMutableRawBufferPointer?>
   private let descriptor: Int32?
   private let declaredCount: Int
 
   /// The number of bytes (for a file: its size when it was opened, or what could be read of it).
-  public var count: Int { lock.withLock { memory?.count ?? declaredCount } }
+  public var count: Int { memory.withLock { $0?.count ?? declaredCount } }
 
   /// Takes ownership of memory allocated with `UnsafeMutableRawBufferPointer.allocate`.
   public init(adopting buffer: UnsafeMutableRawBufferPointer) {
-    memory = buffer
+    memory = Protected(buffer)
     descriptor = nil
     declaredCount = buffer.count
   }
@@ -43,7 +42,7 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
   /// Takes ownership of an open regular file of `count` bytes, read lazily; the descriptor is
   /// closed when the last reference goes. Bytes past `count` (a file that grew) are never read.
   public init(openFile descriptor: Int32, count: Int) {
-    memory = nil
+    memory = Protected(nil)
     self.descriptor = descriptor
     declaredCount = count
     Self.openFileCount.add(1, ordering: .relaxed)
@@ -79,7 +78,7 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
   }
 
   deinit {
-    memory?.deallocate()
+    memory.withLock { $0 }?.deallocate()
     if let descriptor {
       close(descriptor)
       Self.openFileCount.subtract(1, ordering: .relaxed)
@@ -103,7 +102,7 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
   /// }
   /// ```
   public var streamingDescriptor: Int32? {
-    lock.withLock { memory == nil ? descriptor : nil }
+    memory.withLock { $0 == nil ? descriptor : nil }
   }
 
   /// A path naming the same open file (`/proc/self/fd/N`), while the bytes are still only in the
@@ -123,7 +122,7 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
 
   /// The bytes in memory, reading the file the first time.
   private var storage: UnsafeMutableRawBufferPointer {
-    lock.withLock {
+    memory.withLock { memory in
       if let memory { return memory }
       let read = Self.read(descriptor ?? -1, upTo: declaredCount)
       memory = read
@@ -138,7 +137,7 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
 
   /// Calls `body` with at most the first `maxCount` bytes, without reading the rest of a file.
   public func withUnsafeHead<R>(_ maxCount: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-    let inMemory = lock.withLock { memory ?? (descriptor == nil ? UnsafeMutableRawBufferPointer(start: nil, count: 0) : nil) }
+    let inMemory = memory.withLock { $0 ?? (descriptor == nil ? UnsafeMutableRawBufferPointer(start: nil, count: 0) : nil) }
     if let inMemory { return try body(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inMemory).prefix(maxCount))) }
     let head = Self.read(descriptor ?? -1, upTo: min(maxCount, declaredCount))
     defer { head.deallocate() }
@@ -158,7 +157,7 @@ public final class ImageBytes: @unchecked Sendable, Hashable, CustomStringConver
     let total = self.count
     guard offset >= 0, offset < total, count > 0 else { return [] }
     let length = min(count, total - offset)
-    let inMemory = lock.withLock { memory }
+    let inMemory = memory.value
     if let inMemory { return Array(UnsafeRawBufferPointer(inMemory)[offset..<offset + length]) }
     guard let descriptor else { return [] }
     var out = [UInt8](repeating: 0, count: length)

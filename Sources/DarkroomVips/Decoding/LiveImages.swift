@@ -18,7 +18,7 @@ package final class LiveDecodedImage: Sendable {
 /// paths or URLs do.
 ///
 /// ```swift
-/// let decode = Decoder(share: true)
+/// let decode = ImageDecoder(share: true)
 /// async let a = decode.process(fetched, context: context)
 /// async let b = decode.process(fetched, context: context)   // one decode; a.image === b.image
 /// ```

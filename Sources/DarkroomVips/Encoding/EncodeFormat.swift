@@ -1,11 +1,11 @@
 import DarkroomCore
 
-/// The output format and its settings, for ``Encoder``.
+/// The output format and its settings, for ``ImageEncoder``.
 ///
 /// ```swift
-/// Encoder(.jpeg(quality: 85, progressive: true))
-/// Encoder(.webp(quality: 80))
-/// Encoder(.auto)   // the source's format (TIFF and HEIF become PNG and AVIF)
+/// ImageEncoder(.jpeg(quality: 85, progressive: true))
+/// ImageEncoder(.webp(quality: 80))
+/// ImageEncoder(.auto)   // the source's format (TIFF and HEIF become PNG and AVIF)
 /// ```
 public enum EncodeFormat: Sendable, Hashable {
   /// JPEG; alpha is flattened onto the background.

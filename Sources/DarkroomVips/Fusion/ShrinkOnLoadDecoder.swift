@@ -1,6 +1,6 @@
 import DarkroomCore
 
-extension Decoder: FusibleStage {
+extension ImageDecoder: FusibleStage {
   /// Fuses `decode → resize` and `decode → crop (relative) → resize` into one stage that loads
   /// the image at reduced size.
   package func fused(with following: ArraySlice<AnyStage>) -> FusedStage? {
@@ -13,7 +13,7 @@ extension Decoder: FusibleStage {
     }
     guard let resizer = rest.first?.base as? Resizer else { return nil }
     let stage = ShrinkOnLoadDecoder(decoder: self, crop: crop, resizer: resizer)
-    let kinds = [Decoder.kind] + (crop == nil ? [] : [Cropper.kind]) + [Resizer.kind]
+    let kinds = [ImageDecoder.kind] + (crop == nil ? [] : [Cropper.kind]) + [Resizer.kind]
     return FusedStage(
       AnyStage(stage, kind: kinds.joined(separator: "+"), identifier: stage.identifier, fusedKinds: kinds),
       absorbing: kinds.count - 1)
@@ -28,7 +28,7 @@ extension Decoder: FusibleStage {
 package struct ShrinkOnLoadDecoder: Stage {
   public static let kind = "decode+resize"
 
-  public let decoder: Decoder
+  public let decoder: ImageDecoder
   public let crop: Cropper?
   public let resizer: Resizer
 
@@ -72,13 +72,13 @@ package struct ShrinkOnLoadDecoder: Stage {
       switch header.format {
       case .jpeg:
         jpegShrink = factor
-        loaded = try Decoder.load(.jpeg, from: input.bytes, source: input.source, shrink: factor)
+        loaded = try ImageDecoder.load(.jpeg, from: input.bytes, source: input.source, shrink: factor)
       case .webp:
         scale = 1 / Double(factor)
-        loaded = try Decoder.load(.webp, from: input.bytes, source: input.source, scale: scale)
+        loaded = try ImageDecoder.load(.webp, from: input.bytes, source: input.source, scale: scale)
       case .heif, .avif:
         // Use the embedded thumbnail when it is still at least as large as the output needs.
-        let thumbnail = try? Decoder.load(header.format, from: input.bytes, source: input.source, thumbnail: true)
+        let thumbnail = try? ImageDecoder.load(header.format, from: input.bytes, source: input.source, thumbnail: true)
         if let thumbnail, thumbnail.width < fullWidth,
           Double(thumbnail.width) / Double(fullWidth) * Double(cropWidth) >= Double(swaps ? target.height : target.width),
           Double(thumbnail.height) / Double(fullHeight) * Double(cropHeight) >= Double(swaps ? target.width : target.height)

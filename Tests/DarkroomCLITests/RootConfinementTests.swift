@@ -41,19 +41,19 @@ struct RootConfinementTests {
   /// as the link), until the returned function is called; that function waits for the thread and
   /// returns how many swaps it made.
   func startSwapping(_ path: String) -> @Sendable () -> Int {
-    let stop = Locked(false)
-    let swaps = Locked(0)
+    let stop = Protected(false)
+    let swaps = Protected(0)
     let done = DispatchSemaphore(value: 0)
     let swapper = Thread {
       while !stop.value {
         guard dr_rename_exchange(AT_FDCWD, path, AT_FDCWD, path + ".link") == 0 else { break }
-        swaps.set(swaps.value + 1)
+        swaps.withLock { $0 += 1 }
       }
       done.signal()
     }
     swapper.start()
     return {
-      stop.set(true)
+      stop.withLock { $0 = true }
       done.wait()
       return swaps.value
     }

@@ -1,7 +1,7 @@
 import CVipsShim
 import DarkroomCore
 
-extension Decoder {
+extension ImageDecoder {
   /// The most bytes one buffer a loader holds whole may take, for a given ``maxPixels``: an
   /// animated WebP's canvas (4 bytes a pixel), a TIFF strip decoded at once, a TIFF tile.
   /// `maxPixels` bytes (100 MB by default): a streamed image holds a few lines, not this.
@@ -30,10 +30,10 @@ extension Decoder {
     guard let code = format.shimFormat, [.png, .gif, .webp, .tiff].contains(format) else { return }
     let limits = DrGuardLimits(
       max_pixels: UInt64(max(0, maxPixels)),
-      max_buffer_bytes: UInt64(Decoder.maxBufferBytes(forMaxPixels: maxPixels)),
-      max_metadata_bytes: UInt64(Decoder.maxMetadataBytes),
-      max_metadata_chunks: UInt64(Decoder.maxMetadataChunks),
-      max_frames: UInt64(Decoder.maxFrames),
+      max_buffer_bytes: UInt64(ImageDecoder.maxBufferBytes(forMaxPixels: maxPixels)),
+      max_metadata_bytes: UInt64(ImageDecoder.maxMetadataBytes),
+      max_metadata_chunks: UInt64(ImageDecoder.maxMetadataChunks),
+      max_frames: UInt64(ImageDecoder.maxFrames),
       small_chunk_bytes: 1 << 16)
     var result = DrGuardResult()
     let verdict: DrGuardVerdict
@@ -57,9 +57,9 @@ extension Decoder {
         .imageTooLarge, "the \(format) image declares \(width)×\(height) pixels, over the limit of \(maxPixels) (maxPixels)",
         source: source)
     case DR_GUARD_TOO_LARGE:
-      throw PipelineError(.imageTooLarge, Decoder.guardMessage(&result), source: source)
+      throw PipelineError(.imageTooLarge, ImageDecoder.guardMessage(&result), source: source)
     default:
-      throw PipelineError(.corruptImage, Decoder.guardMessage(&result), source: source)
+      throw PipelineError(.corruptImage, ImageDecoder.guardMessage(&result), source: source)
     }
   }
 
@@ -70,7 +70,7 @@ extension Decoder {
   }
 }
 
-extension Decoder {
+extension ImageDecoder {
   /// The most bytes an image whose loader holds it whole may take while it is decoded: 4 bytes a
   /// pixel of ``maxPixels`` (an 8-bit RGBA image at the limit; 400 MB by default).
   public static func maxHeldBytes(forMaxPixels maxPixels: Int) -> UInt64 {
@@ -96,11 +96,11 @@ extension Decoder {
       let decoderBytes = heif?.bytesPerDecodedPixel ?? 3
       // Measured: 6.7–8.2 bytes a pixel for 8-bit 4:2:0 RGB (the AV1 decoder's picture, libheif's
       // conversion and its RGB copy), so twice the planes and the RGB image.
-      held = Decoder.saturating(Double(max(pixels, area)) * 2 * (decoderBytes + Double(image.bytesPerPixel)))
+      held = ImageDecoder.saturating(Double(max(pixels, area)) * 2 * (decoderBytes + Double(image.bytesPerPixel)))
       why = "its decoder holds the whole image (the decoded planes, then RGB copies)"
-    case .png where Decoder.isInterlacedPNG(input.bytes):
+    case .png where ImageDecoder.isInterlacedPNG(input.bytes):
       // Measured: 5.8 bytes a pixel for 8-bit RGBA (libpng's passes, then libvips' image).
-      held = Decoder.saturating(Double(pixels) * Double(image.bytesPerPixel) * 1.5)
+      held = ImageDecoder.saturating(Double(pixels) * Double(image.bytesPerPixel) * 1.5)
       why = "it is interlaced, so the decoder holds the whole image"
     case .jpeg:
       guard let frame = jpeg, frame.buffersWholeImage else { return }
@@ -109,12 +109,12 @@ extension Decoder {
     default:
       return
     }
-    let limit = Decoder.maxHeldBytes(forMaxPixels: maxPixels)
+    let limit = ImageDecoder.maxHeldBytes(forMaxPixels: maxPixels)
     guard held > limit else { return }
     throw PipelineError(
       .imageTooLarge,
-      "the \(format) image (\(image.width)×\(image.height)) would take about \(Decoder.megabytes(held)) MB while it is decoded: "
-        + "\(why); such images may take at most \(Decoder.megabytes(limit)) MB (4 bytes a pixel of maxPixels \(maxPixels)); "
+      "the \(format) image (\(image.width)×\(image.height)) would take about \(ImageDecoder.megabytes(held)) MB while it is decoded: "
+        + "\(why); such images may take at most \(ImageDecoder.megabytes(limit)) MB (4 bytes a pixel of maxPixels \(maxPixels)); "
         + "raise maxPixels to accept it",
       source: input.source.description)
   }

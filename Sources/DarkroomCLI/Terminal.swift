@@ -14,25 +14,24 @@ import Foundation
 /// names, URLs, response headers inside error messages) are shown escaped, so they cannot move the
 /// cursor, retitle the terminal or forge lines.
 enum Terminal {
-  private static let lock = NSLock()  // an NSLock: ThreadSanitizer sees through it
-
-  /// Whether stdout has failed (a closed pipe, a full disk): later output to it is dropped.
-  nonisolated(unsafe) private static var stdoutFailed = false  // guarded by `lock`
+  /// Whether stdout has failed (a closed pipe, a full disk): later output to it is dropped. Its
+  /// lock is held for every write, to stdout and stderr alike, so lines never interleave.
+  private static let stdoutFailed = Protected(false)
 
   static func out(_ line: String) {
-    lock.withLock {
-      guard !stdoutFailed else { return }
-      if DescriptorIO.writeAll(1, Array((printable(line, keepingNewlines: true) + "\n").utf8)) != nil { stdoutFailed = true }
+    stdoutFailed.withLock { failed in
+      guard !failed else { return }
+      if DescriptorIO.writeAll(1, Array((printable(line, keepingNewlines: true) + "\n").utf8)) != nil { failed = true }
     }
   }
 
   static func error(_ line: String) {
-    lock.withLock { _ = DescriptorIO.writeAll(2, Array((printable(line, keepingNewlines: true) + "\n").utf8)) }
+    stdoutFailed.withLock { _ in _ = DescriptorIO.writeAll(2, Array((printable(line, keepingNewlines: true) + "\n").utf8)) }
   }
 
   /// Rewrites the current stderr line (progress bars).
   static func status(_ line: String) {
-    lock.withLock { _ = DescriptorIO.writeAll(2, Array(("\r\u{1B}[2K" + printable(line)).utf8)) }
+    stdoutFailed.withLock { _ in _ = DescriptorIO.writeAll(2, Array(("\r\u{1B}[2K" + printable(line)).utf8)) }
   }
 
   static var stderrIsTerminal: Bool { isatty(2) == 1 }

@@ -1,3 +1,4 @@
+import DarkroomCore
 import Foundation
 
 #if canImport(Glibc)
@@ -109,9 +110,7 @@ final class StreamingChild: @unchecked Sendable {
 /// One output stream of a child, read on its own thread and cut into lines as they arrive.
 private final class LineStream: @unchecked Sendable {
   let pipe = Pipe()
-  private let lock = NSLock()
-  private var lines: [String] = []  // guarded by `lock`
-  private var ended = false  // guarded by `lock`
+  private let read = Protected((lines: [String](), ended: false))
   private let arrived = DispatchSemaphore(value: 0)
   private let done = DispatchSemaphore(value: 0)
 
@@ -125,13 +124,13 @@ private final class LineStream: @unchecked Sendable {
         while let newline = pending.firstIndex(of: 0x0A) {
           let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
           pending.removeSubrange(pending.startIndex...newline)
-          lock.withLock { lines.append(line) }
+          read.withLock { $0.lines.append(line) }
           arrived.signal()
         }
       }
-      lock.withLock {
-        if !pending.isEmpty { lines.append(String(decoding: pending, as: UTF8.self)) }
-        ended = true
+      read.withLock { read in
+        if !pending.isEmpty { read.lines.append(String(decoding: pending, as: UTF8.self)) }
+        read.ended = true
       }
       arrived.signal()
       done.signal()
@@ -139,12 +138,12 @@ private final class LineStream: @unchecked Sendable {
   }
 
   func wait(for predicate: (String) -> Bool) {
-    while !lock.withLock({ lines.contains(where: predicate) || ended }) { arrived.wait() }
+    while !read.withLock({ $0.lines.contains(where: predicate) || $0.ended }) { arrived.wait() }
   }
 
   /// Every line, once the stream has ended.
   func finish() -> String {
     done.wait()
-    return lock.withLock { lines.joined(separator: "\n") }
+    return read.withLock { $0.lines.joined(separator: "\n") }
   }
 }

@@ -48,10 +48,10 @@ struct Runner {
     process.standardError = err
     try process.run()
     // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
-    let errData = Locked<Data>(Data())
+    let errData = Protected<Data>(Data())
     let readerDone = DispatchSemaphore(value: 0)
     let reader = Thread {
-      errData.set(err.fileHandleForReading.readDataToEndOfFile())
+      errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() }
       readerDone.signal()
     }
     reader.start()
@@ -85,15 +85,6 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
   await withCheckedContinuation { continuation in
     Thread.detachNewThread { continuation.resume(returning: body()) }
   }
-}
-
-/// A value handed from a reader thread.
-final class Locked<Value: Sendable>: @unchecked Sendable {
-  private let lock = NSLock()
-  private var stored: Value
-  init(_ value: Value) { stored = value }
-  func set(_ value: Value) { lock.withLock { stored = value } }
-  var value: Value { lock.withLock { stored } }
 }
 
 @Suite("The darkroom runner", .serialized)

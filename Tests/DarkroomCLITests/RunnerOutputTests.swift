@@ -202,7 +202,7 @@ extension RunnerOutputTests {
     try TestImages.encoded(.png(), width: 100, height: 50).data.write(to: URL(fileURLWithPath: folder + "/small.png"))
     func corner(_ path: String) throws -> [UInt8] {
       let bytes = ImageBytes(try Data(contentsOf: URL(fileURLWithPath: path)))
-      let decoded = try Decoder(autoRotate: false).decode(FetchedData(source: ImageSource(path: path), bytes: bytes))
+      let decoded = try ImageDecoder(autoRotate: false).decode(FetchedData(source: ImageSource(path: path), bytes: bytes))
       return Array(try decoded.image.pixel(x: 0, y: 0).prefix(3))
     }
     for round in 0..<2 {  // the second round is answered by the cache

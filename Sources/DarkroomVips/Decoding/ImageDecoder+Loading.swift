@@ -2,7 +2,7 @@ import CVips
 import CVipsShim
 import DarkroomCore
 
-extension Decoder {
+extension ImageDecoder {
   /// How strict loaders are by default: fail on truncated or damaged pixel data, tolerate
   /// harmless warnings about metadata.
   static let strictFailOn = VIPS_FAIL_ON_ERROR

@@ -19,11 +19,13 @@ import Foundation
 /// signals.onCancel { task.cancel() }
 /// if signals.stopRequested { … }
 /// ```
-final class StopSignals: @unchecked Sendable {
-  private let lock = NSLock()
-  private var received: [Int32] = []  // guarded by `lock`
-  private var cancelHandlers: [@Sendable () -> Void] = []  // guarded by `lock`
-  private var sources: [any DispatchSourceSignal] = []  // guarded by `lock`
+final class StopSignals: Sendable {
+  private struct State {
+    var received: [Int32] = []
+    var cancelHandlers: [@Sendable () -> Void] = []
+    var sources: [any DispatchSourceSignal] = []
+  }
+  private let state = Protected(State())
   private let queue = DispatchQueue(label: "darkroom.signals")
   /// A pipe written to at the first signal: a blocking read waits on its read end too (``wakeup``).
   private let pipeEnds: (read: Int32, write: Int32)?
@@ -44,7 +46,7 @@ final class StopSignals: @unchecked Sendable {
     } else {
       pipeEnds = nil
     }
-    lock.withLock {
+    state.withLock { state in
       for number in [SIGINT, SIGTERM] {
         signal(number, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
@@ -53,25 +55,25 @@ final class StopSignals: @unchecked Sendable {
           for _ in 0..<max(1, Int(clamping: source.data)) { self?.receive(number) }
         }
         source.resume()
-        sources.append(source)
+        state.sources.append(source)
       }
     }
   }
 
   /// Whether a first signal asked the batch to start nothing new.
-  var stopRequested: Bool { lock.withLock { !received.isEmpty } }
+  var stopRequested: Bool { state.withLock { !$0.received.isEmpty } }
 
   /// Whether a second signal cancelled the images in flight.
-  var cancelRequested: Bool { lock.withLock { received.count >= 2 } }
+  var cancelRequested: Bool { state.withLock { $0.received.count >= 2 } }
 
   /// The exit status for the first signal received (130 for SIGINT, 143 for SIGTERM), if any.
-  var exitStatus: Int32? { lock.withLock { received.first.map { 128 + $0 } } }
+  var exitStatus: Int32? { state.withLock { state in state.received.first.map { 128 + $0 } } }
 
   /// Runs `handler` on the second signal (at once when it already came).
   func onCancel(_ handler: @escaping @Sendable () -> Void) {
-    let now = lock.withLock { () -> Bool in
-      if received.count >= 2 { return true }
-      cancelHandlers.append(handler)
+    let now = state.withLock { state -> Bool in
+      if state.received.count >= 2 { return true }
+      state.cancelHandlers.append(handler)
       return false
     }
     if now { handler() }
@@ -79,9 +81,9 @@ final class StopSignals: @unchecked Sendable {
 
   /// Stops listening and gives SIGINT and SIGTERM their default actions back.
   func stop() {
-    let ended = lock.withLock { () -> [any DispatchSourceSignal] in
-      defer { sources = [] }
-      return sources
+    let ended = state.withLock { state -> [any DispatchSourceSignal] in
+      defer { state.sources = [] }
+      return state.sources
     }
     for source in ended { source.cancel() }
     signal(SIGINT, SIG_DFL)
@@ -89,11 +91,11 @@ final class StopSignals: @unchecked Sendable {
   }
 
   private func receive(_ number: Int32) {
-    let (count, handlers) = lock.withLock { () -> (Int, [@Sendable () -> Void]) in
-      received.append(number)
-      guard received.count == 2 else { return (received.count, []) }
-      defer { cancelHandlers = [] }
-      return (received.count, cancelHandlers)
+    let (count, handlers) = state.withLock { state -> (Int, [@Sendable () -> Void]) in
+      state.received.append(number)
+      guard state.received.count == 2 else { return (state.received.count, []) }
+      defer { state.cancelHandlers = [] }
+      return (state.received.count, state.cancelHandlers)
     }
     if count == 1, let write = pipeEnds?.write {
       var byte: UInt8 = 1

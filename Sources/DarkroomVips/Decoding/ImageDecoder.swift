@@ -18,10 +18,10 @@ import DarkroomCore
 /// (``convertToSRGB``) by default.
 ///
 /// ```swift
-/// let decode = Decoder(maxPixels: 50_000_000)
+/// let decode = ImageDecoder(maxPixels: 50_000_000)
 /// let image = try await decode.process(fetched, context: StageContext())
 /// ```
-public struct Decoder: Stage {
+public struct ImageDecoder: Stage {
   public static let kind = "decode"
 
   public var maxPixels: Int
@@ -43,7 +43,7 @@ public struct Decoder: Stage {
   public static let maxBands = 8
 
   public init(
-    maxPixels: Int = Decoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false,
+    maxPixels: Int = ImageDecoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false,
     share: Bool = false
   ) {
     self.maxPixels = maxPixels
@@ -82,7 +82,7 @@ public struct Decoder: Stage {
   /// The sniffed format and the header-only image, after the pixel limit check.
   func loadHeader(_ input: FetchedData) throws(PipelineError) -> (format: ImageFormat, image: VipsImage) {
     try Vips.initialize()
-    let format = try Decoder.trustedFormat(of: input)
+    let format = try ImageDecoder.trustedFormat(of: input)
     let jpeg = format == .jpeg ? JPEGFrame(input.bytes) : nil
     if let marker = jpeg?.marker, ImageFormat.isUnsupportedJPEGProcess(marker) {
       throw PipelineError(
@@ -100,26 +100,26 @@ public struct Decoder: Stage {
     if format == .heif || format == .avif, let declared = ImageFormat.declaredHEIFSize(input.bytes, declaration: heif) {
       try checkPixelLimit(width: declared.width, height: declared.height, format: format, source: input.source)
     }
-    if let frame = jpeg, max(frame.width, frame.height) > Decoder.maxJPEGSide {
+    if let frame = jpeg, max(frame.width, frame.height) > ImageDecoder.maxJPEGSide {
       throw PipelineError(
         .imageTooLarge,
-        "the JPEG declares \(frame.width)×\(frame.height) pixels; libjpeg decodes sides of at most \(Decoder.maxJPEGSide) pixels",
+        "the JPEG declares \(frame.width)×\(frame.height) pixels; libjpeg decodes sides of at most \(ImageDecoder.maxJPEGSide) pixels",
         source: input.source.description)
     }
     try guardHeader(format, of: input)
-    let image = try Decoder.load(format, from: input.bytes, source: input.source)
+    let image = try ImageDecoder.load(format, from: input.bytes, source: input.source)
     try checkPixelLimit(width: image.width, height: image.height, format: format, source: input.source)
-    if image.bands > Decoder.maxBands {
+    if image.bands > ImageDecoder.maxBands {
       // Found by fuzzing: a 173-byte TIFF declaring 65535×900 pixels (inside maxPixels) with 900
       // samples per pixel made libvips allocate gigabytes for its first strip.
       throw PipelineError(
         .unsupportedFormat,
-        "the \(format) image declares \(image.bands) bands (channels) per pixel; images of at most \(Decoder.maxBands) are decoded",
+        "the \(format) image declares \(image.bands) bands (channels) per pixel; images of at most \(ImageDecoder.maxBands) are decoded",
         source: input.source.description)
     }
     try guardHeldImage(format, image: image, heif: heif, jpeg: jpeg, input: input)
     if format == .tiff, dr_tiff_is_tiled_planar(input.bytes.baseAddress, input.bytes.count) != 0 {
-      return (format, try Decoder.loadPlanarTIFF(input, maxPixels: maxPixels))
+      return (format, try ImageDecoder.loadPlanarTIFF(input, maxPixels: maxPixels))
     }
     return (format, image)
   }
@@ -146,14 +146,14 @@ public struct Decoder: Stage {
       do {
         image = try image.materialized()
       } catch  where error.code == .corruptImage {
-        let relaxed = try Decoder.load(
+        let relaxed = try ImageDecoder.load(
           format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale)
         image = try relaxed.materialized()
         partial = true
       }
     }
     if convertToSRGB { image = try image.convertedToSRGB() }
-    if rotate, autoRotate { image = try Decoder.upright(image, materialized: lenient) }
+    if rotate, autoRotate { image = try ImageDecoder.upright(image, materialized: lenient) }
     return DecodedImage(
       source: input.source, image: image, sourceFormat: format, sourceWidth: width, sourceHeight: height, partial: partial)
   }

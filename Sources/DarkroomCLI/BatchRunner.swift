@@ -142,17 +142,16 @@ struct BatchRunner {
   }
 
   /// Counts outcomes from concurrent tasks.
-  final class Tally: @unchecked Sendable {
-    private let lock = NSLock()  // an NSLock, not a Mutex: ThreadSanitizer sees through it
-    private var state = Report()  // guarded by `lock`
+  final class Tally: Sendable {
+    private let state = Protected(Report())
 
-    var finishedCount: Int { lock.withLock { state.done + state.failed + state.cancelled } }
-    var report: Report { lock.withLock { state } }
+    var finishedCount: Int { state.withLock { $0.done + $0.failed + $0.cancelled } }
+    var report: Report { state.value }
 
     /// Records one source's outcome; returns the counts so far (not the whole report: a copy
     /// alive while the next source is recorded would make every append copy all durations).
     func record(_ outcome: Result<Void, PipelineError>, milliseconds: Double) -> (done: Int, failed: Int) {
-      lock.withLock {
+      state.withLock { state in
         switch outcome {
         case .success: state.done += 1
         case .failure(let error) where error.code == .cancelled: state.cancelled += 1
@@ -163,7 +162,7 @@ struct BatchRunner {
       }
     }
 
-    func setNotStarted(_ count: Int) { lock.withLock { state.notStarted = count } }
+    func setNotStarted(_ count: Int) { state.withLock { $0.notStarted = count } }
   }
 
   private func progressLine(_ report: (done: Int, failed: Int), total: Int) -> String {

@@ -10,10 +10,10 @@ import DarkroomCore
 /// operation stops libvips mid-image.
 ///
 /// ```swift
-/// let encode = Encoder(.webp(quality: 80))
+/// let encode = ImageEncoder(.webp(quality: 80))
 /// let encoded = try await encode.process(image, context: StageContext())
 /// ```
-public struct Encoder: Stage {
+public struct ImageEncoder: Stage {
   public static let kind = "encode"
 
   public var format: EncodeFormat
@@ -88,8 +88,8 @@ public struct Encoder: Stage {
     let written: ImageFormat
     switch concrete {
     case .jpeg(let quality, let progressive):
-      try Encoder.checkSides(
-        width: image.width, height: image.height, limit: Encoder.maxJPEGSide, format: .jpeg, source: input.source)
+      try ImageEncoder.checkSides(
+        width: image.width, height: image.height, limit: ImageEncoder.maxJPEGSide, format: .jpeg, source: input.source)
       // To 8 bits first, so the 0…255 background means the same for 16-bit and float sources.
       image = try image.eightBitSRGB().flattened(background: background)
       status = dr_jpegsave_buffer(image.pointer, Int32(quality), progressive ? 1 : 0, strip, &buffer, &length)
@@ -99,13 +99,13 @@ public struct Encoder: Stage {
       status = dr_pngsave_buffer(image.pointer, Int32(compression), palette ? 1 : 0, Int32(quality), strip, &buffer, &length)
       written = .png
     case .webp(let quality, let lossless, let effort):
-      try Encoder.checkSides(
-        width: image.width, height: image.height, limit: Encoder.maxWebPSide, format: .webp, source: input.source)
+      try ImageEncoder.checkSides(
+        width: image.width, height: image.height, limit: ImageEncoder.maxWebPSide, format: .webp, source: input.source)
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_webpsave_buffer(image.pointer, Int32(quality), lossless ? 1 : 0, Int32(effort), strip, &buffer, &length)
       written = .webp
     case .avif(let quality, let lossless, let effort):
-      try Encoder.checkAVIFPixels(width: image.width, height: image.height, source: input.source)
+      try ImageEncoder.checkAVIFPixels(width: image.width, height: image.height, source: input.source)
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_avifsave_buffer(image.pointer, Int32(quality), Int32(effort), lossless ? 1 : 0, strip, &buffer, &length)
       written = .avif
