@@ -12,7 +12,7 @@ import Foundation
 ///   init(cacheRecord: CacheRecord, source: ImageSource) throws { … }
 /// }
 /// ```
-public protocol CacheSerializable: Sendable {
+package protocol CacheSerializable: Sendable {
   /// The tag written into entries, checked on read.
   static var cacheTypeTag: String { get }
   /// The value's byte form.
@@ -22,7 +22,7 @@ public protocol CacheSerializable: Sendable {
 }
 
 /// The byte form of a cached value: string fields and one payload.
-public struct CacheRecord: Sendable {
+package struct CacheRecord: Sendable {
   public var fields: [String: String]
   public var payload: ImageBytes
 
@@ -41,15 +41,15 @@ public struct CacheRecord: Sendable {
 }
 
 extension EncodedImage: CacheSerializable {
-  public static let cacheTypeTag = "encoded-image"
+  package static let cacheTypeTag = "encoded-image"
 
-  public func cacheRecord() -> CacheRecord {
+  package func cacheRecord() -> CacheRecord {
     CacheRecord(
       fields: ["format": format.rawValue, "width": String(width), "height": String(height), "partial": partial ? "1" : "0"],
       payload: bytes)
   }
 
-  public init(cacheRecord record: CacheRecord, source: ImageSource) throws {
+  package init(cacheRecord record: CacheRecord, source: ImageSource) throws {
     guard let format = record.fields["format"].flatMap(ImageFormat.init(rawValue:)) else {
       throw PipelineError(.cacheCorrupt, "a cached image has no valid format")
     }
@@ -60,9 +60,9 @@ extension EncodedImage: CacheSerializable {
 }
 
 extension FetchedData: CacheSerializable {
-  public static let cacheTypeTag = "fetched-data"
+  package static let cacheTypeTag = "fetched-data"
 
-  public func cacheRecord() -> CacheRecord {
+  package func cacheRecord() -> CacheRecord {
     var fields = metadata.reduce(into: [String: String]()) { $0["meta." + $1.key] = $1.value }
     fields["contentType"] = contentType
     fields["lastModified"] = lastModified.map { String($0.timeIntervalSince1970) }
@@ -70,7 +70,7 @@ extension FetchedData: CacheSerializable {
     return CacheRecord(fields: fields, payload: bytes)
   }
 
-  public init(cacheRecord record: CacheRecord, source: ImageSource) throws {
+  package init(cacheRecord record: CacheRecord, source: ImageSource) throws {
     var metadata: [String: String] = [:]
     for (name, value) in record.fields where name.hasPrefix("meta.") { metadata[String(name.dropFirst(5))] = value }
     self.init(

@@ -18,7 +18,7 @@ extension DiskStore {
 
 /// The value types disk stores can rebuild, by tag. ``EncodedImage`` and ``FetchedData`` are
 /// known; register your own ``CacheSerializable`` types before use.
-public final class CacheSerializableTypes: Sendable {
+package final class CacheSerializableTypes: Sendable {
   public static let shared = CacheSerializableTypes()
   private let types = Protected<[String: any CacheSerializable.Type]>([
     EncodedImage.cacheTypeTag: EncodedImage.self, FetchedData.cacheTypeTag: FetchedData.self,

@@ -26,7 +26,7 @@ extension StageOptions {
 }
 
 /// Options for a stage kind that takes none.
-public struct NoOptions: StageOptions {
+package struct NoOptions: StageOptions {
   public static let specs: [OptionSpec] = []
   public init() {}
 }

@@ -124,6 +124,6 @@ extension PassThroughStageFactory {
 }
 
 /// Stands for "whatever value flows here" in the description of pass-through kinds.
-public enum PassThroughValue: PipelineValue {
+package enum PassThroughValue: PipelineValue {
   public static let valueDescription = "any value (passed through unchanged)"
 }
