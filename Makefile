@@ -4,7 +4,7 @@ OUT ?= out
 BENCH_DIR ?= /tmp/darkroom-bench
 SHARED ?= $(abspath ../shared)
 
-.PHONY: deps demo test test-tsan test-asan bench build release link-order validate docs-stages format clean fuzz fuzz-build fuzz-smoke fuzz-cli
+.PHONY: deps demo test test-tsan test-asan bench build release link-order validate docs docs-stages api api-check format clean fuzz fuzz-build fuzz-smoke fuzz-cli
 
 deps:
 	@scripts/install-deps.sh
@@ -103,6 +103,23 @@ bench: release
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps
 	$(SWIFT) package validate-pipelines
+
+## docs: the DocC site of the library modules, combined into one static site in $(DOCS_OUT) (serve it
+## with `python3 -m http.server -d $(DOCS_OUT)` and open /documentation/darkroom). The Docs/*.md
+## articles are converted into the Darkroom catalog for the build only (scripts/docc-articles.py,
+## into $(DOCS_SCRATCH), ignored by git and removed afterwards), so Docs/ stays their one copy.
+DOCS_OUT ?= .build/docs
+DOCS_SCRATCH = Sources/Darkroom/Darkroom.docc/Docs
+DOC_TARGETS = Darkroom DarkroomCore DarkroomVips DarkroomCache DarkroomCurl DarkroomTesting
+docs: deps
+	rm -rf $(DOCS_OUT) $(DOCS_SCRATCH)
+	python3 scripts/docc-articles.py Docs $(DOCS_SCRATCH)
+	status=0; $(SWIFT) package --allow-writing-to-directory $(DOCS_OUT) generate-documentation \
+	  $(addprefix --target ,$(DOC_TARGETS)) --enable-experimental-combined-documentation \
+	  --transform-for-static-hosting --output-path $(DOCS_OUT) || status=$$?; \
+	  rm -rf $(DOCS_SCRATCH); exit $$status
+	@# The combined archive's landing page is /documentation; the site's root sends there.
+	printf '<!doctype html>\n<meta http-equiv="refresh" content="0; url=documentation/">\n<a href="documentation/">Darkroom documentation</a>\n' > $(DOCS_OUT)/index.html
 
 ## docs-stages: regenerates Docs/Stages.md from the registry
 docs-stages: build
