@@ -121,6 +121,19 @@ docs: deps
 	@# The combined archive's landing page is /documentation; the site's root sends there.
 	printf '<!doctype html>\n<meta http-equiv="refresh" content="0; url=documentation/">\n<a href="documentation/">Darkroom documentation</a>\n' > $(DOCS_OUT)/index.html
 
+## api: lists the public API of the library modules, one file per module in api/ (scripts/api-listing.py,
+## from their symbol graphs): commit it with a change that alters the API, so that the change shows
+## in review. api-check: makes the listing anew and fails, showing the difference, when it is not
+## the committed one (CI runs it after the tests, whose build it reuses).
+api: deps
+	rm -rf api
+	SWIFT=$(SWIFT) python3 scripts/api-listing.py api
+
+api-check: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && SWIFT=$(SWIFT) python3 scripts/api-listing.py "$$tmp" && \
+	if diff -ru api "$$tmp"; then echo "api-check: the public API is the one listed in api/"; \
+	else echo "api-check: the public API is not the one listed in api/ (- listed, + now): run make api and commit api/"; exit 1; fi
+
 ## docs-stages: regenerates Docs/Stages.md from the registry
 docs-stages: build
 	.build/debug/darkroom stages --markdown > Docs/Stages.md
