@@ -4,7 +4,7 @@ OUT ?= out
 BENCH_DIR ?= /tmp/darkroom-bench
 SHARED ?= $(abspath ../shared)
 
-.PHONY: deps demo test test-tsan test-asan bench build release link-order validate docs-stages format clean fuzz fuzz-build fuzz-smoke fuzz-cli
+.PHONY: deps demo test test-tsan test-asan bench build release link-order validate docs docs-stages api api-check format clean fuzz fuzz-build fuzz-smoke fuzz-cli
 
 deps:
 	@scripts/install-deps.sh
@@ -103,6 +103,36 @@ bench: release
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps
 	$(SWIFT) package validate-pipelines
+
+## docs: the DocC site of the library modules, combined into one static site in $(DOCS_OUT) (serve it
+## with `python3 -m http.server -d $(DOCS_OUT)` and open /documentation/darkroom). The Docs/*.md
+## articles are converted into the Darkroom catalog for the build only (scripts/docc-articles.py,
+## into $(DOCS_SCRATCH), ignored by git and removed afterwards), so Docs/ stays their one copy.
+DOCS_OUT ?= .build/docs
+DOCS_SCRATCH = Sources/Darkroom/Darkroom.docc/Docs
+DOC_TARGETS = Darkroom DarkroomCore DarkroomVips DarkroomCache DarkroomCurl DarkroomTesting
+docs: deps
+	rm -rf $(DOCS_OUT) $(DOCS_SCRATCH)
+	python3 scripts/docc-articles.py Docs $(DOCS_SCRATCH)
+	status=0; $(SWIFT) package --allow-writing-to-directory $(DOCS_OUT) generate-documentation \
+	  $(addprefix --target ,$(DOC_TARGETS)) --enable-experimental-combined-documentation \
+	  --transform-for-static-hosting --output-path $(DOCS_OUT) || status=$$?; \
+	  rm -rf $(DOCS_SCRATCH); exit $$status
+	@# The combined archive's landing page is /documentation; the site's root sends there.
+	printf '<!doctype html>\n<meta http-equiv="refresh" content="0; url=documentation/">\n<a href="documentation/">Darkroom documentation</a>\n' > $(DOCS_OUT)/index.html
+
+## api: lists the public API of the library modules, one file per module in api/ (scripts/api-listing.py,
+## from their symbol graphs): commit it with a change that alters the API, so that the change shows
+## in review. api-check: makes the listing anew and fails, showing the difference, when it is not
+## the committed one (CI runs it after the tests, whose build it reuses).
+api: deps
+	rm -rf api
+	SWIFT=$(SWIFT) python3 scripts/api-listing.py api
+
+api-check: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && SWIFT=$(SWIFT) python3 scripts/api-listing.py "$$tmp" && \
+	if diff -ru api "$$tmp"; then echo "api-check: the public API is the one listed in api/"; \
+	else echo "api-check: the public API is not the one listed in api/ (- listed, + now): run make api and commit api/"; exit 1; fi
 
 ## docs-stages: regenerates Docs/Stages.md from the registry
 docs-stages: build
