@@ -11,9 +11,9 @@ import Testing
 /// Fits an image into 300×300 and encodes it as JPEG.
 let thumbnail = Pipeline(name: "thumbnail") {
   Fetcher()
-  Decoder()
+  ImageDecoder()
   Resizer(width: 300, height: 300, mode: .fit)
-  Encoder(.jpeg(quality: 80))
+  ImageEncoder(.jpeg(quality: 80))
 }
 
 /// Makes a thumbnail of the image at `path` and writes it beside `output` with the extension of
@@ -65,9 +65,9 @@ func quickThumbnail(of path: String) async throws(PipelineError) -> EncodedImage
 
 /// The same pipeline, one stage at a time.
 let square = Pipeline(name: "square", Fetcher())
-  .appending(Decoder())
+  .appending(ImageDecoder())
   .appending(Resizer(width: 128, height: 128, mode: .fill))
-  .appending(Encoder(.png()))
+  .appending(ImageEncoder(.png()))
 
 // MARK: - JSONPipelineWithYourOwnStage.md
 

@@ -10,9 +10,9 @@ let thumbnailSizes = [64, 256, 1024]
 func thumbnailPipeline(root: String, size: Int) -> Pipeline<ImageSource, EncodedImage> {
   Pipeline(name: "thumbnail-\(size)") {
     Fetcher(root: root, allowedSchemes: ["file"])
-    Decoder()
+    ImageDecoder()
     Resizer(width: size, height: size, mode: .fit)
-    Encoder(.webp(quality: 80))
+    ImageEncoder(.webp(quality: 80))
   }
 }
 
