@@ -12,6 +12,7 @@ let package = Package(
     .library(name: "DarkroomVips", targets: ["DarkroomVips"]),
     .library(name: "DarkroomCache", targets: ["DarkroomCache"]),
     .library(name: "DarkroomTesting", targets: ["DarkroomTesting"]),
+    .library(name: "DarkroomVipsTesting", targets: ["DarkroomVipsTesting"]),
     .executable(name: "darkroom", targets: ["darkroom"]),
     .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
   ],
@@ -62,7 +63,9 @@ let package = Package(
         "DarkroomCore", "DarkroomVips", "DarkroomCurl", "DarkroomCache", .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
       ], swiftSettings: strict),
-    .target(name: "DarkroomTesting", dependencies: ["Darkroom"], swiftSettings: strict),
+    // The testing kit: fakes and the harness need Core only; images made with libvips are in DarkroomVipsTesting.
+    .target(name: "DarkroomTesting", dependencies: ["DarkroomCore"], swiftSettings: strict),
+    .target(name: "DarkroomVipsTesting", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
     .executableTarget(
       name: "darkroom",
       dependencies: ["Darkroom", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -91,21 +94,26 @@ let package = Package(
       swiftSettings: strict
     ),
     .testTarget(
-      name: "DarkroomCurlTests", dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomHTTPTestServer"],
+      name: "DarkroomCurlTests",
+      dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer"],
       swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
-    .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "CZlib"], swiftSettings: strict),
+    .testTarget(
+      name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "CZlib"],
+      swiftSettings: strict),
     .testTarget(
       name: "DarkroomTests",
       dependencies: [
-        "Darkroom", "DarkroomTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        "Darkroom", "DarkroomTesting", "DarkroomVipsTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
         .product(name: "Logging", package: "swift-log"),
       ],
       swiftSettings: strict),
     .testTarget(
       name: "darkroomTests",
-      dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "CZlib", "darkroom", "darkroom-fuzz"],
+      dependencies: [
+        "Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer", "CZlib", "darkroom", "darkroom-fuzz",
+      ],
       swiftSettings: strict),
   ]
 )
