@@ -12,6 +12,7 @@ let package = Package(
     .library(name: "DarkroomVips", targets: ["DarkroomVips"]),
     .library(name: "DarkroomCache", targets: ["DarkroomCache"]),
     .library(name: "DarkroomTesting", targets: ["DarkroomTesting"]),
+    .library(name: "DarkroomVipsTesting", targets: ["DarkroomVipsTesting"]),
     .executable(name: "darkroom", targets: ["DarkroomCLI"]),
     .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
   ],
@@ -63,7 +64,9 @@ let package = Package(
         "DarkroomCore", "DarkroomVips", "DarkroomCurl", "DarkroomCache", .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
       ], swiftSettings: strict),
-    .target(name: "DarkroomTesting", dependencies: ["Darkroom"], swiftSettings: strict),
+    // The testing kit: fakes and the harness need Core only; images made with libvips are in DarkroomVipsTesting.
+    .target(name: "DarkroomTesting", dependencies: ["DarkroomCore"], swiftSettings: strict),
+    .target(name: "DarkroomVipsTesting", dependencies: ["Darkroom", "DarkroomTesting"], swiftSettings: strict),
     // The command-line runner: the target is DarkroomCLI (no two paths may differ only by case, and
     // Sources/Darkroom is the library), the executable product keeps the name `darkroom`.
     .executableTarget(
@@ -94,21 +97,26 @@ let package = Package(
       swiftSettings: strict
     ),
     .testTarget(
-      name: "DarkroomCurlTests", dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomHTTPTestServer"],
+      name: "DarkroomCurlTests",
+      dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer"],
       swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
-    .testTarget(name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "CZlib"], swiftSettings: strict),
+    .testTarget(
+      name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "CZlib"],
+      swiftSettings: strict),
     .testTarget(
       name: "DarkroomTests",
       dependencies: [
-        "Darkroom", "DarkroomTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        "Darkroom", "DarkroomTesting", "DarkroomVipsTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
         .product(name: "Logging", package: "swift-log"),
       ],
       swiftSettings: strict),
     .testTarget(
       name: "DarkroomCLITests",
-      dependencies: ["Darkroom", "DarkroomTesting", "DarkroomHTTPTestServer", "CZlib", "DarkroomCLI", "darkroom-fuzz"],
+      dependencies: [
+        "Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer", "CZlib", "DarkroomCLI", "darkroom-fuzz",
+      ],
       swiftSettings: strict),
   ]
 )

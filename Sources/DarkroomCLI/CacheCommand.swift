@@ -19,9 +19,11 @@ struct CacheCommand: AsyncParsableCommand {
     @Option(help: "Only this store kind: memory, disk or table.")
     var store: String?
 
-    /// The distinct stores of the pipeline's cache stages.
-    func stores() throws -> [any CacheStore] {
-      let context = StageBuildContext(cacheDirectory: cacheDir)
+    /// The distinct stores of the pipeline's cache stages, and what loading the pipeline opened
+    /// (its notify stages' sinks), for the command to close when done.
+    func stores() throws -> (stores: [any CacheStore], resources: PipelineResources) {
+      let resources = PipelineResources()
+      let context = StageBuildContext(cacheDirectory: cacheDir, resources: resources)
       let set = try PipelineFile.load(pipeline, context: context)
       var seen: Set<String> = []
       var stores: [any CacheStore] = []
@@ -35,7 +37,7 @@ struct CacheCommand: AsyncParsableCommand {
         Terminal.error("error: \(pipeline) has no cache stage\(store.map { " with a \($0) store" } ?? "")")
         throw ExitCode.validationFailure
       }
-      return stores
+      return (stores, resources)
     }
   }
 
@@ -46,7 +48,9 @@ struct CacheCommand: AsyncParsableCommand {
 
     func run() async throws {
       var all: [CacheStatistics] = []
-      for store in try selection.stores() { all.append(try await store.statistics()) }
+      let (stores, resources) = try selection.stores()
+      for store in stores { all.append(try await store.statistics()) }
+      await resources.close()
       if json {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -70,7 +74,7 @@ struct CacheCommand: AsyncParsableCommand {
     @Argument(help: "Sources (paths or URLs, as given to 'darkroom run').") var sources: [String]
 
     func run() async throws {
-      let stores = try selection.stores()
+      let (stores, resources) = try selection.stores()
       for text in sources {
         // Stores record a file under its resolved path (symlinks and `..` resolved).
         let source = try await BlockingPool.shared.run { ImageSource(text).resolved }
@@ -78,6 +82,7 @@ struct CacheCommand: AsyncParsableCommand {
         for store in stores { removed += try await store.purge(source: source) }
         Terminal.out("\(Terminal.printable(text)): \(removed) entr\(removed == 1 ? "y" : "ies") removed")
       }
+      await resources.close()
     }
   }
 
@@ -86,11 +91,13 @@ struct CacheCommand: AsyncParsableCommand {
     @OptionGroup var selection: Selection
 
     func run() async throws {
-      for store in try selection.stores() {
+      let (stores, resources) = try selection.stores()
+      for store in stores {
         let before = try await store.statistics()
         try await store.removeAll()
         print("\(store.name): \(before.entries) entries removed")
       }
+      await resources.close()
     }
   }
 
@@ -100,10 +107,12 @@ struct CacheCommand: AsyncParsableCommand {
     @OptionGroup var selection: Selection
 
     func run() async throws {
-      for store in try selection.stores() {
+      let (stores, resources) = try selection.stores()
+      for store in stores {
         guard let disk = store as? DiskStore else { continue }
         print("disk \(disk.directory): \(try await disk.removeStrayFiles()) stray files removed")
       }
+      await resources.close()
     }
   }
 }

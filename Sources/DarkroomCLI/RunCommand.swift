@@ -122,7 +122,9 @@ struct RunCommand: AsyncParsableCommand {
     // Every writer of the run records which input has which file: a template that maps two
     // inputs onto one file fails the second instead of overwriting the first.
     let claims = OutputClaims()
-    var context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir)
+    // What the pipeline file opens (notify stages' sinks, cache stores) is the run's, closed below.
+    let resources = PipelineResources()
+    var context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, resources: resources)
     context.outputClaims = claims
     let set = try PipelineFile.load(pipeline, context: context)
     // libvips starts here, on the main thread, before any work, when a stage needs it (a
@@ -196,13 +198,13 @@ struct RunCommand: AsyncParsableCommand {
     report.failed += problemCount
     if let status = signals.exitStatus {
       AtomicFile.removeTemporaries()
-      if !signals.cancelRequested { await Notifiers.shared.closeAll() }
+      if !signals.cancelRequested { await resources.close() }
       if !quiet { Terminal.error(report.summary) }
       throw ExitCode(status)
     }
     signals.stop()
     // Notify stages' sinks deliver what they still hold (a webhook's retries) before exiting.
-    await Notifiers.shared.closeAll()
+    await resources.close()
     if !quiet { Terminal.error(report.summary) }
     if report.failed > 0 { throw ExitStatus.inputsFailed }
   }

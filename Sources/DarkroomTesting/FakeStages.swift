@@ -1,4 +1,4 @@
-import Darkroom
+import DarkroomCore
 import Foundation
 
 /// A stage made of a closure, for tests and quick experiments.

@@ -1,4 +1,4 @@
-import Darkroom
+import DarkroomCore
 import Foundation
 
 /// A wall clock tests move by hand, for stores' `now:` parameters: lifetimes are tested without

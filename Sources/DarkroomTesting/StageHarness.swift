@@ -1,4 +1,4 @@
-import Darkroom
+import DarkroomCore
 import Foundation
 
 /// Runs single stages and whole pipelines in tests, collecting events.

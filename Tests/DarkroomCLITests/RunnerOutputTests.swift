@@ -2,6 +2,7 @@ import Darkroom
 import DarkroomCore
 import DarkroomHTTPTestServer
 import DarkroomTesting
+import DarkroomVipsTesting
 import Foundation
 import Testing
 

@@ -68,9 +68,12 @@ final class EventLedger: OperationObserver, Sendable {
   var all: [OperationID: [OperationEvent]] { recorded.value.events }
 }
 
-/// Waits, yielding, until `condition` holds (for work queued in another task to arrive).
+/// Waits, yielding, until `condition` holds (for work queued in another task to arrive), or until
+/// the test is cancelled (its time limit passed): a condition that never holds then fails the
+/// test's next expectation instead of spinning on the task pool's threads, starving every other
+/// test of the run.
 func eventually(_ condition: () -> Bool) async {
-  while !condition() { await Task.yield() }
+  while !condition() && !Task.isCancelled { await Task.yield() }
 }
 
 @Suite("Blocking pool shutdown", .timeLimit(.minutes(1)))

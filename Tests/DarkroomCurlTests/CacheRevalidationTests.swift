@@ -1,6 +1,7 @@
 import Darkroom
 import DarkroomHTTPTestServer
 import DarkroomTesting
+import DarkroomVipsTesting
 import Foundation
 import Testing
 

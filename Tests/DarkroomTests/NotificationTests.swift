@@ -1,5 +1,6 @@
 import Darkroom
 import DarkroomTesting
+import DarkroomVipsTesting
 import Foundation
 import Logging
 import MetricsTestKit
@@ -75,12 +76,14 @@ struct NotificationTests {
         {"stage": "notify", "name": "thumbnailReady", "jsonl": "\(jsonl)", "metrics": true}
       ]}
       """
-    let graph = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry)
+    let resources = PipelineResources()
+    let graph = try PipelineDefinition.load(
+      json: json, registry: Darkroom.standardRegistry, context: StageBuildContext(resources: resources))
     let pipeline = try Pipeline<ImageSource, any Sendable>(graph)
     let source = ImageSource(try photo())
     _ = try await pipeline.process(source)
     _ = try await pipeline.process(source)  // a memory hit the second time
-    await Notifiers.shared.flushAll()
+    await resources.flush()
     let names = try String(contentsOfFile: jsonl, encoding: .utf8).split(separator: "\n").map { line in
       try JSONDecoder.iso8601.decode(LoadNotification.self, from: Data(line.utf8))
     }

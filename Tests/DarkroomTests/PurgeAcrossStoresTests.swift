@@ -1,5 +1,6 @@
 import Darkroom
 import DarkroomTesting
+import DarkroomVipsTesting
 import Foundation
 import Testing
 
@@ -31,12 +32,17 @@ struct PurgeAcrossStoresTests {
       for source in sources { _ = try await pipeline.process(source) }
     }
     #expect(try await disk.statistics().entries == 4 && table.table.count == 4)
-    let removed = try await CacheStores.shared.purge(source: sources[1])
+    // Stores opened in code are the caller's to gather: no process-wide set fills itself.
+    let stores = CacheStores()
+    stores.register(MemoryStore.shared, id: "memory")
+    stores.register(disk, id: "disk")
+    stores.register(table, id: "table")
+    let removed = try await stores.purge(source: sources[1])
     #expect(removed["memory"] == 1 && removed["disk"] == 2 && removed["table"] == 2)
     #expect(try await disk.statistics().entries == 2 && table.table.count == 2)
     let memoryKey = CacheKey.make(
       prefix: prefix, source: try #require(CacheKey.identity(of: sources[0])), upstream: [Fetcher().cacheIdentifier])
     #expect(try await MemoryStore.shared.entry(forKey: memoryKey) != nil)
-    #expect(try await CacheStores.shared.purge(source: sources[1]).values.reduce(0, +) == 0)
+    #expect(try await stores.purge(source: sources[1]).values.reduce(0, +) == 0)
   }
 }

@@ -1,5 +1,6 @@
 import Darkroom
 import DarkroomTesting
+import DarkroomVipsTesting
 import Testing
 
 @Suite("16-bit sources")

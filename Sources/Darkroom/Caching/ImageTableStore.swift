@@ -33,13 +33,12 @@ public final class ImageTableStore: CacheStore {
   }
 
   /// The process's store for the table `format.name` in `directory` (tables are opened once: the
-  /// file is locked), registered with ``CacheStores``.
+  /// file is locked). Purging it is the caller's: a `cache` stage loaded from JSON keeps it in its
+  /// ``PipelineResources``.
   public static func open(directory: String, format: ImageTableFormat) throws -> ImageTableStore {
     let path = URL(fileURLWithPath: directory).standardizedFileURL.path
     let store = try instances.instance(for: path + "/" + format.name) {
-      let store = ImageTableStore(table: try ImageTable(directory: path, format: format))
-      CacheStores.shared.register(store, id: "table:" + path + "/" + format.name)
-      return store
+      ImageTableStore(table: try ImageTable(directory: path, format: format))
     }
     guard store.table.format == format else {
       throw PipelineError(

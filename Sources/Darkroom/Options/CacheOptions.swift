@@ -96,21 +96,26 @@ package struct CacheOptions: StageOptions {
     }
   }
 
-  /// The store these options name, opened (once per directory in a process).
+  /// The store these options name, opened (once per directory in a process) and kept in the
+  /// context's ``PipelineResources`` for purging.
   func makeStore(in context: StageBuildContext) throws -> any CacheStore {
+    let opened: any CacheStore & AnyObject
     switch store {
     case "disk" where context.validatingOnly:
       return UnopenedStore(name: "disk", keeps: DiskStore.keepsDescription) { DiskStore.accepts($0) }
     case "table" where context.validatingOnly:
       return UnopenedStore(name: "table", keeps: ImageTableStore.keepsDescription) { $0 == DecodedImage.self }
     case "table":
-      return try ImageTableStore.open(directory: context.resolveCacheDirectory(directory), format: try tableFormat())
+      opened = try ImageTableStore.open(directory: context.resolveCacheDirectory(directory), format: try tableFormat())
     case "disk":
-      return try DiskStore.open(
+      opened = try DiskStore.open(
         directory: context.resolveCacheDirectory(directory), maxBytes: maxBytes ?? 1 << 30, maxCount: maxCount ?? 100_000)
     default:
-      return MemoryStore.shared
+      opened = MemoryStore.shared
     }
+    // One open store per directory (or table) in a process: kept once however many stages name it.
+    context.resources.register(opened, id: "\(opened.name):\(ObjectIdentifier(opened))")
+    return opened
   }
 
   var duration: Duration? {

@@ -63,7 +63,8 @@ package struct NotifyOptions: StageOptions {
     return problems
   }
 
-  /// The sinks these options name, opened (files created) unless only validating.
+  /// The sinks these options name, opened (files created) unless only validating, in a notifier
+  /// kept in the context's ``PipelineResources`` (which the caller closes).
   func makeNotifier(in context: StageBuildContext) throws -> Notifier {
     var sinks: [any NotificationSink] = []
     if let jsonl, !context.validatingOnly {
@@ -81,7 +82,7 @@ package struct NotifyOptions: StageOptions {
     if let log, let level = Logger.Level(rawValue: log) { sinks.append(LogSink(level: level)) }
     if metrics == true { sinks.append(MetricsSink()) }
     let notifier = Notifier(sinks: sinks)
-    Notifiers.shared.register(notifier)
+    context.resources.register(notifier)
     return notifier
   }
 }

@@ -4,15 +4,12 @@ import Foundation
 extension DiskStore {
   private static let instances = StoreInstances<DiskStore>()
 
-  /// The process's store for `directory` (opened once, then shared by every pipeline naming it),
-  /// registered with ``CacheStores`` for purging.
+  /// The process's store for `directory` (opened once, then shared by every pipeline naming it:
+  /// the index is locked). Purging it is the caller's: a `cache` stage loaded from JSON keeps it
+  /// in its ``PipelineResources``.
   public static func open(directory: String, maxBytes: Int = 1 << 30, maxCount: Int = 100_000) throws -> DiskStore {
     let path = URL(fileURLWithPath: directory).standardizedFileURL.path
-    return try instances.instance(for: path) {
-      let store = try DiskStore(directory: path, maxBytes: maxBytes, maxCount: maxCount)
-      CacheStores.shared.register(store, id: "disk:" + path)
-      return store
-    }
+    return try instances.instance(for: path) { try DiskStore(directory: path, maxBytes: maxBytes, maxCount: maxCount) }
   }
 }
 

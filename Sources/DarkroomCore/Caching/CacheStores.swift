@@ -1,18 +1,22 @@
 import Foundation
 
-/// Every cache store open in the process, so one call can purge a source from all of them.
+/// A set of cache stores one call can purge a source from.
 ///
-/// ``MemoryStore/shared`` is always registered; `DiskStore.open` and table stores register
-/// themselves. Register your own stores to include them.
+/// There is no process-wide set: the stores a loaded definition names are kept in the loader's
+/// ``PipelineResources`` (see ``PipelineResources/purge(source:)``); the stores you open in code
+/// are yours to gather in one of these.
 ///
 /// ```swift
-/// let removed = try await CacheStores.shared.purge(source: ImageSource("https://cdn.example.com/a.jpg"))
+/// let stores = CacheStores()
+/// stores.register(MemoryStore.shared, id: "memory")
+/// stores.register(try DiskStore.open(directory: "/var/cache/darkroom"), id: "disk")
+/// let removed = try await stores.purge(source: ImageSource("https://cdn.example.com/a.jpg"))
 /// ```
 public final class CacheStores: Sendable {
-  public static let shared = CacheStores()
-  private let stores: Protected<[(id: String, store: any CacheStore)]>
+  private let stores = Protected<[(id: String, store: any CacheStore)]>([])
 
-  init() { stores = Protected([("memory", MemoryStore.shared)]) }
+  /// An empty set.
+  public init() {}
 
   /// Adds a store under an id (one store per id).
   public func register(_ store: any CacheStore, id: String) {
@@ -21,6 +25,9 @@ public final class CacheStores: Sendable {
       stores.append((id, store))
     }
   }
+
+  /// Forgets every store.
+  func removeAll() { stores.withLock { $0 = [] } }
 
   /// The registered stores.
   public var all: [any CacheStore] { stores.withLock { $0.map(\.store) } }

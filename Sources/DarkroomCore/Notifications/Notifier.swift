@@ -7,7 +7,11 @@ import Foundation
 /// to announce every operation's end as ``LoadNotification/Name/didFinish``, `didFail` or
 /// `didCancel`, with the output's dimensions, format and size, the cache outcomes and the error.
 /// A `notify` stage posts its own named notification through one. ``flush()`` waits until all
-/// posted notifications are delivered; ``close()`` also closes the sinks.
+/// posted notifications are delivered; ``close()`` also closes the sinks. A notifier let go
+/// without `close()` delivers what it still holds and closes its sinks on its own tasks, but
+/// nobody waits for that: close it before the program exits. The notifiers of `notify` stages
+/// loaded from JSON are kept in the ``PipelineResources`` of the ``StageBuildContext`` they were
+/// loaded with.
 ///
 /// ```swift
 /// let notifier = Notifier(sinks: [JSONLinesSink.standardOutput, webhook])
@@ -79,6 +83,8 @@ public final class Notifier: OperationObserver, Sendable {
       self.continuation = continuation
       let counters = Counters()
       self.counters = counters
+      // Ends when the stream is finished (``close()``, or the notifier let go), after delivering
+      // what the stream still holds; then closes the sink.
       task = Task {
         for await notification in stream {
           do {
@@ -88,6 +94,7 @@ public final class Notifier: OperationObserver, Sendable {
             counters.handled(error)
           }
         }
+        await sink.close()
       }
     }
 
@@ -146,8 +153,13 @@ public final class Notifier: OperationObserver, Sendable {
     for lane in lanes {
       lane.continuation.finish()
       await lane.task.value
-      await lane.sink.close()
     }
+  }
+
+  /// A notifier let go without ``close()`` still delivers what it holds and then closes its
+  /// sinks, on its own tasks (nobody waits for them).
+  deinit {
+    for lane in lanes { lane.continuation.finish() }
   }
 
   // MARK: OperationObserver
@@ -197,33 +209,5 @@ public final class Notifier: OperationObserver, Sendable {
 
   private static func milliseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
-  }
-}
-
-/// The notifiers built from pipeline definitions in this process, so that a program can deliver
-/// what they still hold before it exits.
-///
-/// ```swift
-/// await Notifiers.shared.closeAll()   // the runner does this after the last image
-/// ```
-public final class Notifiers: Sendable {
-  public static let shared = Notifiers()
-  private let notifiers = Protected<[Notifier]>([])
-
-  /// Keeps `notifier` until ``closeAll()``.
-  public func register(_ notifier: Notifier) { notifiers.withLock { $0.append(notifier) } }
-
-  /// Waits until every registered notifier has delivered what was posted.
-  public func flushAll() async {
-    for notifier in notifiers.withLock({ $0 }) { await notifier.flush() }
-  }
-
-  /// Delivers what is queued and closes every registered notifier.
-  public func closeAll() async {
-    let all = notifiers.withLock { state -> [Notifier] in
-      defer { state = [] }
-      return state
-    }
-    for notifier in all { await notifier.close() }
   }
 }

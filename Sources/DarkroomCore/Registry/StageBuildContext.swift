@@ -1,11 +1,15 @@
 import Foundation
 
 /// Settings from whoever loads a definition (the runner, a server) that stages may need when they
-/// are created: where outputs go, which directory local sources must stay inside.
+/// are created: where outputs go, which directory local sources must stay inside, and the
+/// ``PipelineResources`` that keeps what the stages open (notifiers, cache stores) for the caller.
 ///
 /// ```swift
-/// let context = StageBuildContext(outputDirectory: "out", allowedRoot: "/srv/images")
+/// let resources = PipelineResources()
+/// let context = StageBuildContext(outputDirectory: "out", allowedRoot: "/srv/images", resources: resources)
 /// let graph = try PipelineDefinition.load(contentsOf: "thumb.json", registry: .standard, context: context)
+/// …
+/// await resources.close()
 /// ```
 public struct StageBuildContext: Sendable {
   /// The directory `write` stages write into (the runner's `--output`).
@@ -24,11 +28,17 @@ public struct StageBuildContext: Sendable {
   /// runner sets one per run): a second input mapped onto another's file fails instead of
   /// overwriting it.
   package var outputClaims: OutputClaims?
+  /// Where factories register the notifiers and cache stores they open, for the caller to purge
+  /// and close. A context made without one has a fresh ``PipelineResources`` that only it holds:
+  /// what it opens then belongs to the stages built (a notifier let go delivers what it holds and
+  /// closes its sinks on its own), and nothing waits for delivery before the process exits.
+  public var resources: PipelineResources
 
   public init(
     outputDirectory: String? = nil, allowedRoot: String? = nil, cacheDirectory: String? = nil, validatingOnly: Bool = false,
-    values: [String: String] = [:]
+    values: [String: String] = [:], resources: PipelineResources = PipelineResources()
   ) {
+    self.resources = resources
     self.outputDirectory = outputDirectory
     self.allowedRoot = allowedRoot
     self.cacheDirectory = cacheDirectory

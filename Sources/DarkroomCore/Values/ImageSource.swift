@@ -157,7 +157,7 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   /// be resolved as it is. This reads the file system: call it off the cooperative pool.
   ///
   /// ```swift
-  /// try await CacheStores.shared.purge(source: ImageSource("./photos/../a.jpg"))   // resolves it
+  /// try await resources.purge(source: ImageSource("./photos/../a.jpg"))   // resolves it
   /// ```
   public var resolved: ImageSource {
     guard case .file(let path) = location, let real = FileTransport.realPath(path) else { return self }
