@@ -41,8 +41,11 @@ final class CheckpointLayer: RunLayer {
 
   func around(_ call: StageCall, next: @escaping StageCall.Next) async throws -> RunValue {
     var output = try await next(call)
-    if let fetched = output.value as? FetchedData, fetched.status != nil {
-      output.annotations[ResponseFacts.self] = ResponseFacts(fetched, now: Date())
+    // A first stage that brings no ResponseFactsLayer; and shared work started by a run that
+    // noted nothing hands back a value without facts, while this run's input still has them.
+    output.noteResponseFacts()
+    if output.annotations[ResponseFacts.self] == nil {
+      output.annotations[ResponseFacts.self] = call.input.annotations[ResponseFacts.self]
     }
     let index = call.index
     state.withLock { state in
