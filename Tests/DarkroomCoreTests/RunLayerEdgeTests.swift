@@ -316,6 +316,37 @@ struct RunLayerEdgeTests {
     #expect(cacheOutcomes(next.events) == ["hit"])
     #expect(origin.fetches.runs == 1)
   }
+
+  @Test("checkpoints before the fetch (a cache at index 0) do not keep later stale ones from being revalidated")
+  func checkpointsBeforeTheFetch() async throws {
+    let origin = OriginTransport(cacheControl: "max-age=0")
+    let front = MemoryStore(costLimit: 1 << 20)
+    let pipeline = Pipeline<ImageSource, ImageSource>(name: "several", Cache<ImageSource>(store: front))
+      .appending(Fetcher(transports: [origin])).appending(Cache<FetchedData>(store: MemoryStore(costLimit: 1 << 20)))
+      .appending(Touch()).appending(Cache<FetchedData>(store: MemoryStore(costLimit: 1 << 20)))
+    let source = ImageSource("https://images.example/several.jpg")
+    func run(expecting etag: String) async throws -> (outcomes: [String], started: [Int]) {
+      let observer = RecordingObserver()
+      let value = try await pipeline.run(source, options: RunOptions(observers: [observer])).value
+      #expect(value.bytes == ImageBytes(Array(etag.utf8)))
+      #expect(observer.events.filter(\.isTerminal).count == 1)
+      let pairs = stagePairs(observer.events)
+      #expect(pairs.started == pairs.finished)
+      return (cacheOutcomes(observer.events), pairs.started)
+    }
+    _ = try await run(expecting: "v1")
+    for _ in 0..<2 {
+      let (outcomes, started) = try await run(expecting: "v1")
+      #expect(outcomes == ["revalidated"])
+      #expect(started == [1])  // only the fetch ran, at its own place
+    }
+    #expect(origin.fetches.runs == 1 && origin.sentETags.value == ["\"v1\"", "\"v1\""])
+    origin.current.withLock { $0 = "v2" }
+    let (outcomes, started) = try await run(expecting: "v2")
+    #expect(outcomes == ["miss", "stored", "stored"])
+    #expect(started == [1, 2, 3, 4])
+    #expect(origin.fetches.runs == 1 && origin.revalidations.runs == 3)
+  }
 }
 
 extension Result {
