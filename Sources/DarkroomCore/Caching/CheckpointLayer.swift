@@ -1,7 +1,7 @@
 import Foundation
 
 /// The checkpoints of a run, as its layer: before the first stage it resumes after the latest
-/// checkpoint holding a usable value (revalidating a stale one through the first stage, with the
+/// checkpoint holding a usable value (revalidating a stale one through the fetch, with the
 /// fetch's scheduling, sharing and time limit); around each stage it keeps what the checkpoints
 /// that missed will store and what the fetched response said about freshness; once the output is
 /// ready it stores them. `cache` stages bring it (``Cache`` is a ``LayeredStage``).
@@ -30,8 +30,9 @@ final class CheckpointLayer: RunLayer {
     let checkpoints = try await Checkpoints.prepare(
       stages: run.stages, input: run.input, source: context.source, context: context)
     state.withLock { $0.checkpoints = checkpoints }
-    let start = try await checkpoints.start(input: run.input, source: context.source, context: context) { stage in
-      try await runStage(stage, 0, RunValue(run.input)).value
+    let start = try await checkpoints.start(input: run.input, source: context.source, context: context) { stage, index in
+      // Only checkpoints come before the fetch: its input is the run's.
+      try await runStage(stage, index, RunValue(run.input)).value
     }
     guard start.index > 0 else { return nil }
     var resumed = RunValue(start.value)
@@ -41,8 +42,11 @@ final class CheckpointLayer: RunLayer {
 
   func around(_ call: StageCall, next: @escaping StageCall.Next) async throws -> RunValue {
     var output = try await next(call)
-    if let fetched = output.value as? FetchedData, fetched.status != nil {
-      output.annotations[ResponseFacts.self] = ResponseFacts(fetched, now: Date())
+    // A first stage that brings no ResponseFactsLayer; and shared work started by a run that
+    // noted nothing hands back a value without facts, while this run's input still has them.
+    output.noteResponseFacts()
+    if output.annotations[ResponseFacts.self] == nil {
+      output.annotations[ResponseFacts.self] = call.input.annotations[ResponseFacts.self]
     }
     let index = call.index
     state.withLock { state in
@@ -115,13 +119,16 @@ struct Checkpoints: Sendable {
   private func checkpoint(at index: Int) -> (any CheckpointStage)? { stages[index].base as? any CheckpointStage }
 
   /// Finds the latest checkpoint with a usable value. A fresh one is a hit; a stale one with
-  /// validators is revalidated through the first stage (a stand-in for it that sends the
-  /// validators: ``AnyStage/revalidation(validators:)``), which `runFirstStage` runs: `304`
-  /// refreshes it and resumes after it, anything else resumes after the fetch with the new bytes.
+  /// validators is revalidated through the fetch, the first stage that is not a checkpoint (a
+  /// stand-in for it that sends the validators: ``AnyStage/revalidation(validators:)``), which
+  /// `runFetch` runs at its index: `304` refreshes the entry and resumes after it, anything else
+  /// resumes after the fetch with the new bytes.
   func start(
     input: any Sendable, source: ImageSource?, context: StageContext,
-    runFirstStage: (_ stage: AnyStage) async throws -> any Sendable
+    runFetch: (_ stage: AnyStage, _ index: Int) async throws -> any Sendable
   ) async throws -> Start {
+    // Checkpoints before it pass the source on unchanged.
+    let fetchIndex = stages.firstIndex { !($0.base is any CheckpointStage) } ?? stages.count
     for index in keys.keys.sorted(by: >) {
       guard let key = keys[index], let checkpoint = checkpoint(at: index) else { continue }
       let store = checkpoint.cacheStore
@@ -136,29 +143,30 @@ struct Checkpoints: Sendable {
         context.reportCache(CacheEvent(.hit, store: store.name, stageIndex: index, key: key))
         return Start(value: rebound(entry.value, to: source), index: index + 1, facts: ResponseFacts(entry: entry, now: now))
       }
-      guard let source, let revalidation = stages.first?.revalidation(validators: entry.validators), index > 0 else {
+      guard let source, fetchIndex < index, let revalidation = stages[fetchIndex].revalidation(validators: entry.validators)
+      else {
         context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "stale"))
         continue
       }
-      let fetched = try await runFirstStage(revalidation)
+      let fetched = try await runFetch(revalidation, fetchIndex)
       guard let fetched = fetched as? FetchedData else { break }
       let facts = ResponseFacts(fetched, now: now)
       guard fetched.notModified else {
         context.reportCache(CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "changed"))
-        return Start(value: fetched, index: 1, facts: facts)
+        return Start(value: fetched, index: fetchIndex + 1, facts: facts)
       }
       if let sent = entry.validators.etag, let answered = facts.validators.etag, !CacheValidators.sameETag(sent, answered) {
         // A 304 naming another ETag validates another representation, not ours (RFC 9111
         // 4.3.4): the entry is not reused, and the image is fetched again without conditions.
         context.reportCache(
           CacheEvent(.miss, store: store.name, stageIndex: index, key: key, detail: "the 304 named another ETag"))
-        let refetched = try await runFirstStage(stages[0])
+        let refetched = try await runFetch(stages[fetchIndex], fetchIndex)
         guard let refetched = refetched as? FetchedData else { break }
         guard !refetched.notModified else {
           throw PipelineError(
             .fetchFailed, "the server answered 304 Not Modified to a request without conditions", source: source.description)
         }
-        return Start(value: refetched, index: 1, facts: ResponseFacts(refetched, now: now))
+        return Start(value: refetched, index: fetchIndex + 1, facts: ResponseFacts(refetched, now: now))
       }
       let validators = facts.validators.isEmpty ? entry.validators : facts.validators
       if let expiry = checkpoint.policy.expiry(

@@ -37,3 +37,40 @@ struct ResponseFacts: Sendable {
     return !vary.contains("*")
   }
 }
+
+extension RunValue {
+  /// Notes what the value says about caching when it is a fetched response (replacing what an
+  /// earlier value said: a checkpoint's entry the run resumed from).
+  mutating func noteResponseFacts() {
+    guard let fetched = value as? FetchedData, fetched.status != nil else { return }
+    annotations[ResponseFacts.self] = ResponseFacts(fetched, now: Date())
+  }
+}
+
+/// Notes a fetched response's facts on the fetch's output where the output is made: inside the
+/// loader's shared work (``RunLayerOrder/values``), so that a run joining the transfer, or any
+/// later stage computed from it, gets them with the value even when the run that started the
+/// work keeps no checkpoints. A ``Fetcher`` brings it.
+///
+/// ```swift
+/// // fetch → decode → cache, joining another run's transfer: the checkpoint is stored with the
+/// // response's validators and lifetime, and a private response is not stored at all.
+/// ```
+struct ResponseFactsLayer: RunLayer {
+  struct Factory: RunLayerFactory {
+    var key: AnyHashable { "response facts" }
+    var order: RunLayerOrder { .values }
+    func makeLayer(for run: RunPlan) -> (any RunLayer)? { ResponseFactsLayer() }
+  }
+
+  func around(_ call: StageCall, next: @escaping StageCall.Next) async throws -> RunValue {
+    var output = try await next(call)
+    output.noteResponseFacts()
+    return output
+  }
+}
+
+extension Fetcher: LayeredStage {
+  /// What the fetched response says about caching rides with its value (``ResponseFactsLayer``).
+  package var runLayer: (any RunLayerFactory)? { ResponseFactsLayer.Factory() }
+}

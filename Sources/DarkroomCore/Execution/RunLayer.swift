@@ -83,6 +83,9 @@ package enum RunLayerOrder: Int, Comparable, Sendable {
   case limits = 300
   /// Where and with whom the work runs: resource classes, pools, shared in-flight work.
   case work = 400
+  /// What a stage's output says about itself (a fetched response's freshness), noted inside the
+  /// shared work so that runs joining it get it with the value.
+  case values = 500
 
   package static func < (lhs: RunLayerOrder, rhs: RunLayerOrder) -> Bool { lhs.rawValue < rhs.rawValue }
 }

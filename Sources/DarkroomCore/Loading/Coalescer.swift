@@ -251,7 +251,7 @@ package final class Cohort: Sendable {
   ///
   /// ```swift
   /// let members = Cohort.members(variants.count)
-  /// // give members[i] to variant i's run (RunOptions.cohort); when all have ended:
+  /// // give members[i] to variant i's load (ImageLoader.load(_:pipeline:…cohort:)); when all have ended:
   /// members.forEach { $0.checkIn() }
   /// ```
   public static func members(_ count: Int) -> [Cohort] {
