@@ -3,7 +3,7 @@ import CCurlShim
 import DarkroomCore
 import Foundation
 
-/// Fetches `http://` and `https://` sources for the ``Fetcher`` through libcurl.
+/// Fetches `http://` and `https://` sources for the `Fetcher` through libcurl.
 ///
 /// Every transfer runs on the shared `curl_multi` loop (connection reuse, HTTP/2), bounded by
 /// ``HTTPOptions``: time limits, `maxBytes` (from `Content-Length` and while receiving), redirects,
@@ -43,7 +43,7 @@ public struct HTTPTransport: FetchTransport {
   }
 
   /// Fetches a source, optionally as a conditional request (a cache revalidating its copy): a
-  /// `304 Not Modified` answer returns data with ``FetchedData/notModified`` set and no bytes.
+  /// `304 Not Modified` answer returns data with `FetchedData.notModified` set and no bytes.
   public func fetch(
     _ source: ImageSource, ifNoneMatch etag: String? = nil, ifModifiedSince date: Date? = nil, maxBytes: Int? = nil,
     progress: (@Sendable (Int, Int?) -> Void)? = nil

@@ -6,7 +6,7 @@ import Foundation
 /// (honouring `Retry-After`), and the same SSRF guard as fetching (allow private hosts with
 /// `allowHosts`).
 ///
-/// A notification that still fails after its retries is counted as failed by the ``Notifier``
+/// A notification that still fails after its retries is counted as failed by the `Notifier`
 /// (code `notifyFailed`); later ones are still sent.
 ///
 /// ```swift

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The `table` cache store: decoded images kept as raw pixels in an ``ImageTable``, so a hit hands
+/// The `table` cache store: decoded images kept as raw pixels in an `ImageTable`, so a hit hands
 /// libvips the entry's pixels — no decode, no resize; one copy out of the file's pages.
 ///
 /// Put it after `decode`/`resize`/`crop` (it keeps decoded images). Images must be 8-bit with the
@@ -34,7 +34,7 @@ public final class ImageTableStore: CacheStore {
 
   /// The process's store for the table `format.name` in `directory` (tables are opened once: the
   /// file is locked). Purging it is the caller's: a `cache` stage loaded from JSON keeps it in its
-  /// ``PipelineResources``.
+  /// `PipelineResources`.
   public static func open(directory: String, format: ImageTableFormat) throws -> ImageTableStore {
     let path = URL(fileURLWithPath: directory).standardizedFileURL.path
     let store = try instances.instance(for: path + "/" + format.name) {

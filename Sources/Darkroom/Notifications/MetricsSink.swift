@@ -6,8 +6,8 @@ import Metrics
 /// in `MetricsSystem`): counters and timers per stage, cache hits and misses per store, and
 /// operations and failures by code.
 ///
-/// As a sink it counts notifications by name; as an ``OperationObserver`` (directly, or through a
-/// ``Notifier`` holding it) it measures every stage and operation:
+/// As a sink it counts notifications by name; as an `OperationObserver` (directly, or through a
+/// `Notifier` holding it) it measures every stage and operation:
 ///
 /// | metric | kind | dimensions |
 /// |---|---|---|

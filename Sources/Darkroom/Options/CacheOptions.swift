@@ -97,7 +97,7 @@ package struct CacheOptions: StageOptions {
   }
 
   /// The store these options name, opened (once per directory in a process) and kept in the
-  /// context's ``PipelineResources`` for purging.
+  /// context's `PipelineResources` for purging.
   func makeStore(in context: StageBuildContext) throws -> any CacheStore {
     let opened: any CacheStore & AnyObject
     switch store {

@@ -64,7 +64,7 @@ package struct NotifyOptions: StageOptions {
   }
 
   /// The sinks these options name, opened (files created) unless only validating, in a notifier
-  /// kept in the context's ``PipelineResources`` (which the caller closes).
+  /// kept in the context's `PipelineResources` (which the caller closes).
   func makeNotifier(in context: StageBuildContext) throws -> Notifier {
     var sinks: [any NotificationSink] = []
     if let jsonl, !context.validatingOnly {

@@ -14,7 +14,7 @@ import GRDB
 /// miss, never bad bytes. An SQLite index (GRDB, WAL mode) keeps sizes, access times, expiry,
 /// validators and sources: it bounds the directory by bytes and count (least recently used go
 /// first), survives restarts, and lets ``purge(source:)`` find every variant of a source.
-/// Blocking file and database work runs on the store's own ``BlockingPool``.
+/// Blocking file and database work runs on the store's own `BlockingPool`.
 ///
 /// ```swift
 /// let store = try DiskStore.open(directory: "/var/cache/darkroom", maxBytes: 2 << 30)
@@ -92,7 +92,7 @@ public final class DiskStore: CacheStore {
   public var keeps: String { Self.keepsDescription }
   public static let keepsDescription = "fetched bytes (after fetch) and encoded images (after encode)"
   public func accepts(_ type: Any.Type) -> Bool { Self.accepts(type) }
-  /// Whether disk stores can keep values of `type` (a ``CacheSerializable`` type).
+  /// Whether disk stores can keep values of `type` (a `CacheSerializable` type).
   public static func accepts(_ type: Any.Type) -> Bool { type is any CacheSerializable.Type }
 
   /// Entries found corrupt or torn (and removed) since the store was opened: entry files that

@@ -6,7 +6,7 @@ extension DiskStore {
 
   /// The process's store for `directory` (opened once, then shared by every pipeline naming it:
   /// the index is locked). Purging it is the caller's: a `cache` stage loaded from JSON keeps it
-  /// in its ``PipelineResources``.
+  /// in its `PipelineResources`.
   public static func open(directory: String, maxBytes: Int = 1 << 30, maxCount: Int = 100_000) throws -> DiskStore {
     let path = URL(fileURLWithPath: directory).standardizedFileURL.path
     return try instances.instance(for: path) { try DiskStore(directory: path, maxBytes: maxBytes, maxCount: maxCount) }
@@ -14,7 +14,7 @@ extension DiskStore {
 }
 
 /// The value types disk stores can rebuild, by tag. ``EncodedImage`` and ``FetchedData`` are
-/// known; register your own ``CacheSerializable`` types before use.
+/// known; register your own `CacheSerializable` types before use.
 package final class CacheSerializableTypes: Sendable {
   public static let shared = CacheSerializableTypes()
   private let types = Protected<[String: any CacheSerializable.Type]>([

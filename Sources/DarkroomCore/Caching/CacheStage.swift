@@ -21,7 +21,7 @@ package protocol CheckpointStage: Sendable {
   var policy: CachePolicy { get }
 }
 
-/// The `cache` stage: a checkpoint over a store (see ``CheckpointStage`` and ``CachePolicy``).
+/// The `cache` stage: a checkpoint over a store (see `CheckpointStage` and `CachePolicy`).
 ///
 /// `maxAge` follows Nimbus: greater than zero overrides the response's headers; `nil` (zero in
 /// JSON) uses the fetched response's `Cache-Control`/`Expires`; less than zero never keeps the
@@ -84,7 +84,7 @@ package struct CacheFactory: PassThroughStageFactory {
 }
 
 extension AnyStage {
-  /// The store of a `cache` stage (any ``CheckpointStage``), or `nil` for other stages.
+  /// The store of a `cache` stage (any `CheckpointStage`), or `nil` for other stages.
   ///
   /// ```swift
   /// let stores = graph.stages.compactMap(\.checkpointStore)   // what `darkroom cache stats` reads

@@ -1,10 +1,10 @@
 import Foundation
 
-/// The memory store: a ``MemoryCache`` of ``CacheEntry`` values with an index from source to keys.
+/// The memory store: a `MemoryCache` of ``CacheEntry`` values with an index from source to keys.
 ///
 /// Hits take one shard lock (no global lock); the source index is touched only when storing and
 /// purging. Stale entries with validators stay (LRU-bounded) so they can be revalidated.
-/// ``MemoryPressureMonitor`` trims the shared store when the process's cgroup is short of memory.
+/// `MemoryPressureMonitor` trims the shared store when the process's cgroup is short of memory.
 ///
 /// ```swift
 /// let store = MemoryStore(costLimit: 64 << 20, countLimit: 1_000)

@@ -2,9 +2,9 @@ import Foundation
 
 /// The `fetch` stage: turns an ``ImageSource`` into its bytes.
 ///
-/// The scheme picks the transport: local paths and `file://` URLs are read by ``FileTransport``
+/// The scheme picks the transport: local paths and `file://` URLs are read by `FileTransport`
 /// (confined to ``roots`` when set, symlinks resolved first); other schemes are served by
-/// `data:` URLs by ``DataTransport``, and `http(s)` by DarkroomCurl's `HTTPTransport` when it is in
+/// `data:` URLs by `DataTransport`, and `http(s)` by DarkroomCurl's `HTTPTransport` when it is in
 /// ``transports`` (the standard registry adds it). Every transport enforces
 /// ``maxBytes``.
 ///
@@ -152,7 +152,7 @@ package protocol RevalidatingStage: Sendable {
 }
 
 extension Fetcher: RevalidatingStage {
-  /// Revalidates through a ``ConditionalFetchTransport``; other transports fetch again.
+  /// Revalidates through a `ConditionalFetchTransport`; other transports fetch again.
   public func revalidate(_ source: ImageSource, validators: CacheValidators, context: StageContext) async throws -> FetchedData {
     let transport = try transport(for: source)
     let limits = FetchLimits(maxBytes: maxBytes, roots: roots)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// How urgent a load is. Higher priorities take a free slot of a ``ResourceClass`` first; within a
+/// How urgent a load is. Higher priorities take a free slot of a `ResourceClass` first; within a
 /// priority, first come, first served.
 public enum LoadPriority: Int, Sendable, Comparable, CaseIterable, Codable {
   case low, normal, high

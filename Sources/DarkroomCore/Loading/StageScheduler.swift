@@ -1,6 +1,6 @@
 import Foundation
 
-/// How a loader runs stages: a bounded ``ResourceClass`` per kind of resource, a pool of threads
+/// How a loader runs stages: a bounded `ResourceClass` per kind of resource, a pool of threads
 /// for CPU work and one for disk I/O, and (optionally) the sharing of identical in-flight work.
 ///
 /// Every ``ImageLoader`` owns one; each run it starts has a ``LoadingLayer`` that asks it to

@@ -164,7 +164,7 @@ public final class Notifier: OperationObserver, Sendable {
 
   // MARK: OperationObserver
 
-  /// Sinks that observe operations too (``MetricsSink``) see every event first.
+  /// Sinks that observe operations too (`MetricsSink`) see every event first.
   public func receive(_ event: OperationEvent, for operation: OperationInfo) {
     for lane in lanes { (lane.sink as? any OperationObserver)?.receive(event, for: operation) }
     if postsEvents {

@@ -50,7 +50,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
 
   private static let openFileCount = Atomic<Int>(0)
 
-  /// How many `ImageBytes` hold an open file right now. ``FileTransport`` reads files into memory
+  /// How many `ImageBytes` hold an open file right now. `FileTransport` reads files into memory
   /// instead once ``maxOpenFiles`` do, so thousands of queued loads never exhaust descriptors.
   public static var openFiles: Int { openFileCount.load(ordering: .relaxed) }
 

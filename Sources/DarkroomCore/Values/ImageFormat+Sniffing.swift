@@ -58,7 +58,7 @@ extension ImageFormat {
 
 extension ImageFormat {
   /// The largest image size a HEIF/AVIF file declares: in any `ispe` (image spatial extents)
-  /// box in its first 256 KiB, and in its structure (``HEIFDeclaration``: `ispe` properties and
+  /// box in its first 256 KiB, and in its structure (`HEIFDeclaration`: `ispe` properties and
   /// the AV1 sequence headers its decoder will be handed).
   ///
   /// libheif refuses images over its own limit with an error whose text is the only way to tell
@@ -68,7 +68,7 @@ extension ImageFormat {
     declaredHEIFSize(bytes, declaration: HEIFDeclaration(bytes))
   }
 
-  /// ``declaredHEIFSize(_:)`` with the file's ``HEIFDeclaration`` already read.
+  /// ``declaredHEIFSize(_:)`` with the file's `HEIFDeclaration` already read.
   package static func declaredHEIFSize(_ bytes: ImageBytes, declaration: HEIFDeclaration?) -> (width: Int, height: Int)? {
     let scanned = scannedISPESize(bytes)
     guard let declared = declaration, declared.width > 0, declared.height > 0 else { return scanned }

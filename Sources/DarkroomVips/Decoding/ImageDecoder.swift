@@ -29,7 +29,7 @@ public struct ImageDecoder: Stage {
   public var convertToSRGB: Bool
   public var lenient: Bool
   /// Share one decoded, in-memory image between operations decoding the same bytes at the same
-  /// time (``LiveImages``); turns off shrink-on-load fusion for this stage.
+  /// time (`LiveImages`); turns off shrink-on-load fusion for this stage.
   public var share: Bool
 
   public static let defaultMaxPixels = 100_000_000

@@ -7,7 +7,7 @@ import DarkroomCore
 ///
 /// libvips images are lazy descriptions of pixels; nothing is computed until an image is saved or
 /// measured. The handle is immutable and libvips is thread-safe for reading it, so the wrapper is
-/// `Sendable`. An image made from memory keeps that memory alive (``ImageBytes``) for as long as
+/// `Sendable`. An image made from memory keeps that memory alive (`ImageBytes`) for as long as
 /// it, or any image derived from it, exists.
 ///
 /// ```swift
@@ -36,7 +36,7 @@ public final class VipsImage: @unchecked Sendable {
   /// Number of bands (3 for RGB, 4 for RGBA…).
   public var bands: Int { Int(vips_image_get_bands(pointer)) }
   /// Whether the last band is alpha.
-  /// The bytes of compressed sources (``ImageBytes``) this image keeps alive, through the images it
+  /// The bytes of compressed sources (`ImageBytes`) this image keeps alive, through the images it
   /// was made from: what a lazily decoded image costs before its pixels are decoded.
   public var retainedSourceBytes: Int {
     keepAlive.reduce(0) { total, object in
