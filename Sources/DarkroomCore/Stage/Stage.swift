@@ -7,11 +7,11 @@
 /// ``StageContext/blocking(_:)`` so that the cooperative thread pool never blocks.
 ///
 /// ```swift
-/// struct Grayscale: Stage {
-///   static let kind = "grayscale"
-///   var identifier: String { "grayscale" }
-///   func process(_ image: DecodedImage, context: StageContext) async throws -> DecodedImage {
-///     try await context.blocking { try image.grayscaled() }
+/// struct Upright: Stage {
+///   static let kind = "upright"
+///   var identifier: String { "upright" }
+///   func process(_ input: DecodedImage, context: StageContext) async throws -> DecodedImage {
+///     try await context.blocking { input.with(try input.image.autorotated()) }
 ///   }
 /// }
 /// ```
