@@ -7,8 +7,7 @@ import Foundation
 /// network: the status line and headers through the same parsing as a transfer's header callback,
 /// then the classification into fetched data or a ``PipelineError``, then what the response says
 /// about caching. For fuzzing and tests (`darkroom-fuzz http`).
-@_spi(Fuzzing)
-public enum ResponseInterpretation {
+package enum ResponseInterpretation {
   /// Interprets `raw` (`HTTP/1.1 200 OK\r\nName: value\r\n…\r\n\r\nbody`) as the answer for
   /// `source` under `options`.
   public static func interpret(

@@ -1,6 +1,6 @@
 import Darkroom
-@_spi(Fuzzing) import DarkroomCache
-@_spi(Fuzzing) import DarkroomCurl
+import DarkroomCache
+import DarkroomCurl
 import Foundation
 import GRDB
 

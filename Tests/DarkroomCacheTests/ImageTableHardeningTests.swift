@@ -1,4 +1,4 @@
-@_spi(Fuzzing) import DarkroomCache
+import DarkroomCache
 import DarkroomCore
 import Foundation
 import Testing

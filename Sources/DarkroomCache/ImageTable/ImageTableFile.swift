@@ -550,14 +550,14 @@ final class ImageTableFile: @unchecked Sendable {
 
 extension ImageTable {
   /// The size of a table file of `format` (header page, directory, slots).
-  @_spi(Fuzzing) public static func fileSize(for format: ImageTableFormat) -> Int {
+  package static func fileSize(for format: ImageTableFormat) -> Int {
     ImageTableFile.pageSize + ImageTableFile.roundToPage(format.maxCount * ImageTableFile.entryHeaderSize) + format.slotBytes
       * format.maxCount
   }
 
   /// Recomputes the CRC-32 of the header page and of every entry header in a table file's bytes,
   /// so that a fuzzer's changes reach the range checks behind the checksums.
-  @_spi(Fuzzing) public static func sealHeaders(_ file: inout [UInt8], format: ImageTableFormat) {
+  package static func sealHeaders(_ file: inout [UInt8], format: ImageTableFormat) {
     let headerFields = 8 + 4 * 6 + 8 + 65 + 65
     if file.count >= headerFields + 4 {
       let crc = Checksum.crc32(Array(file[0..<headerFields]))
