@@ -20,6 +20,11 @@ public struct ClosureStage<Input: Sendable, Output: Sendable>: Stage {
 }
 
 /// A stage that always fails with the given error.
+///
+/// ```swift
+/// let broken = Pipeline(name: "broken") { FailingStage<Int>(PipelineError(.stageFailed, "always")) }
+/// let result = await broken.run(1).result   // .failure, with code .stageFailed
+/// ```
 public struct FailingStage<Value: Sendable>: Stage {
   public static var kind: String { "fail" }
   public let error: any Error & Sendable
@@ -30,6 +35,13 @@ public struct FailingStage<Value: Sendable>: Stage {
 
 /// A stage that waits until it is released (or cancelled), to test cancellation and timeouts
 /// without sleeping.
+///
+/// ```swift
+/// let gate = Gate()
+/// let operation = Pipeline(name: "held") { GateStage<Int>(gate) }.run(1)
+/// await gate.entered()   // the stage is waiting at the gate
+/// operation.cancel()     // ends it as cancelled, without any sleep
+/// ```
 public struct GateStage<Value: Sendable>: Stage {
   public static var kind: String { "gate" }
   public let gate: Gate

@@ -33,6 +33,13 @@ public final class StageHarness: Sendable {
 }
 
 /// Records every event of the operations it observes, for assertions.
+///
+/// ```swift
+/// let observer = RecordingObserver()
+/// let operation = pipeline.run(5, options: RunOptions(observers: [observer]))
+/// _ = await operation.result
+/// #expect(observer.names.first == "started")
+/// ```
 public final class RecordingObserver: OperationObserver {
   private let recorded = Protected<[(OperationInfo, OperationEvent)]>([])
 

@@ -2,6 +2,12 @@ import DarkroomCore
 import Foundation
 
 /// How pixels are laid out in an image table: 8 bits per sample, interleaved, rows packed.
+///
+/// ```swift
+/// PixelLayout.rgba8.bytesPerPixel   // 4
+/// PixelLayout(bands: 3)             // .rgb8
+/// let format = try ImageTableFormat(name: "thumb-64", width: 64, height: 64, layout: .rgb8, maxCount: 1_000)
+/// ```
 public enum PixelLayout: String, Sendable, Codable, CaseIterable {
   case rgba8, rgb8, grayAlpha8, gray8
 

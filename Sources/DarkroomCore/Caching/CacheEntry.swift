@@ -33,6 +33,12 @@ public struct CacheEntry: Sendable {
 
 /// The validators of an HTTP response (or a file's modification time), sent back as
 /// `If-None-Match` / `If-Modified-Since` to revalidate a stale copy.
+///
+/// ```swift
+/// let validators = CacheValidators(etag: "W/\"v1\"")
+/// validators.isEmpty                                          // false
+/// CacheValidators.sameETag(validators.etag ?? "", "\"v1\"")   // true: weak comparison
+/// ```
 public struct CacheValidators: Sendable, Hashable, Codable {
   /// The `ETag` header, verbatim (quotes included).
   public var etag: String?
@@ -92,6 +98,11 @@ package struct CachePolicy: Sendable, Hashable {
 }
 
 /// What a store holds, for `darkroom cache stats`.
+///
+/// ```swift
+/// let statistics = try await MemoryStore(costLimit: 64 << 20).statistics()
+/// print(statistics.store, statistics.entries, statistics.bytes)   // memory 0 0
+/// ```
 public struct CacheStatistics: Sendable, Hashable, Codable {
   public var store: String
   public var entries: Int

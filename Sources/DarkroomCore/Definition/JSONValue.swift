@@ -1,6 +1,12 @@
 import Foundation
 
 /// A parsed JSON value, as pipeline definitions are read before validation.
+///
+/// ```swift
+/// let options: JSONValue = .object([("width", 300), ("mode", "fit")])
+/// options["width"]?.intValue   // 300
+/// options.jsonText             // {"width":300,"mode":"fit"}
+/// ```
 public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
   case null
   case bool(Bool)

@@ -84,6 +84,12 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible {
 }
 
 /// A plain-text cause, for failures reported by C libraries as messages.
+///
+/// ```swift
+/// let cause = LibraryMessage(library: "libvips", text: "VipsJpeg: premature end of file")
+/// cause.description   // "libvips: VipsJpeg: premature end of file"
+/// throw PipelineError(.corruptImage, "cannot decode photo.jpg", cause: cause)
+/// ```
 public struct LibraryMessage: Error, Sendable, CustomStringConvertible, Equatable {
   /// The library that reported it (`"libvips"`, `"libcurl"`, `"posix"`).
   public var library: String

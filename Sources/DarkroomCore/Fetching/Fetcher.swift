@@ -101,6 +101,11 @@ public struct Fetcher: Stage {
 }
 
 /// The limits a transport enforces.
+///
+/// ```swift
+/// let limits = FetchLimits(maxBytes: 10 << 20, roots: ["/srv/images"])
+/// let data = try await transport.fetch(ImageSource("/srv/images/a.jpg"), limits: limits, context: context)
+/// ```
 public struct FetchLimits: Sendable {
   public var maxBytes: Int
   /// Local paths must resolve inside every one of these directories.

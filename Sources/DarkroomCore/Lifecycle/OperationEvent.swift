@@ -1,6 +1,12 @@
 import Foundation
 
 /// The identity of one run of a pipeline.
+///
+/// ```swift
+/// let operation = loader.load(ImageSource("a.jpg"), pipeline: thumbnail)
+/// print(operation.id)   // a lower-case UUID
+/// loader.setPriority(.high, for: operation.id)
+/// ```
 public struct OperationID: Sendable, Hashable, Codable, CustomStringConvertible {
   public let uuid: UUID
   public init(_ uuid: UUID = UUID()) { self.uuid = uuid }
@@ -8,6 +14,13 @@ public struct OperationID: Sendable, Hashable, Codable, CustomStringConvertible 
 }
 
 /// Where an operation is in its lifecycle.
+///
+/// ```swift
+/// let operation = pipeline.run(source)
+/// operation.status              // .pending or .running
+/// _ = await operation.result
+/// operation.status.isTerminal   // true: .finished, .failed or .cancelled
+/// ```
 public enum OperationStatus: String, Sendable, Hashable, Codable, CaseIterable {
   /// Created, not started yet.
   case pending
@@ -30,6 +43,12 @@ public enum OperationStatus: String, Sendable, Hashable, Codable, CaseIterable {
 ///
 /// Every operation emits `started`, then `stageStarted`/`stageFinished` pairs, then `willFinish`
 /// when all stages are done, then exactly one of `finished`, `failed` or `cancelled`.
+///
+/// ```swift
+/// for await event in pipeline.run(source).events {
+///   if case .stageFinished(let stage, let duration) = event { print(stage.kind, duration) }
+/// }
+/// ```
 public enum OperationEvent: Sendable, CustomStringConvertible {
   case started
   case stageStarted(StageInfo)
@@ -81,6 +100,14 @@ public enum OperationEvent: Sendable, CustomStringConvertible {
 }
 
 /// What observers learn about the operation an event belongs to.
+///
+/// ```swift
+/// struct StartLogger: OperationObserver {
+///   func operationDidStart(_ operation: OperationInfo) {
+///     print(operation.id, operation.pipelineName, operation.source ?? "-")
+///   }
+/// }
+/// ```
 public struct OperationInfo: Sendable, Hashable {
   public var id: OperationID
   public var pipelineName: String
@@ -95,6 +122,11 @@ public struct OperationInfo: Sendable, Hashable {
 }
 
 /// What happened at a cache checkpoint.
+///
+/// ```swift
+/// let event = CacheEvent(.hit, store: "memory", stageIndex: 2)
+/// event.description   // "cache hit: memory at stages[2]"
+/// ```
 public struct CacheEvent: Sendable, Hashable, Codable, CustomStringConvertible {
   public enum Outcome: String, Sendable, Hashable, Codable {
     /// The store had the value: the run resumed after this checkpoint.

@@ -58,6 +58,11 @@ extension OperationObserver {
 }
 
 /// An observer made of closures, for quick use and tests.
+///
+/// ```swift
+/// let printer = ClosureObserver { operation, event in print(operation.id, event) }
+/// let operation = pipeline.run(source, options: RunOptions(observers: [printer]))
+/// ```
 public struct ClosureObserver: OperationObserver {
   let onEvent: @Sendable (OperationInfo, OperationEvent) -> Void
   public init(_ onEvent: @escaping @Sendable (OperationInfo, OperationEvent) -> Void) { self.onEvent = onEvent }

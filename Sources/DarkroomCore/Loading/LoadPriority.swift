@@ -2,6 +2,12 @@ import Foundation
 
 /// How urgent a load is. Higher priorities take a free slot of a `ResourceClass` first; within a
 /// priority, first come, first served.
+///
+/// ```swift
+/// let loader = ImageLoader()
+/// let hero = loader.load(ImageSource("hero.jpg"), pipeline: thumbnail, priority: .high)
+/// loader.preload(ImageSource("next.jpg"), pipeline: thumbnail)   // .low by default
+/// ```
 public enum LoadPriority: Int, Sendable, Comparable, CaseIterable, Codable {
   case low, normal, high
 

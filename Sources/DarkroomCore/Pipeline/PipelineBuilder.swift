@@ -1,4 +1,12 @@
 /// A typed run of stages, as the result builder assembles it.
+///
+/// ```swift
+/// @PipelineBuilder func decoding() -> StageChain<ImageSource, DecodedImage> {
+///   Fetcher()
+///   ImageDecoder()
+/// }
+/// decoding().stages.map(\.kind)   // ["fetch", "decode"]
+/// ```
 public struct StageChain<Input: Sendable, Output: Sendable>: Sendable {
   /// The stages in order.
   public let stages: [AnyStage]

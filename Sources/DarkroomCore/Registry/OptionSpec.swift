@@ -28,6 +28,12 @@ public struct OptionSpec: Sendable {
 }
 
 /// The type and range of an option value.
+///
+/// ```swift
+/// OptionType.integer(min: 1, max: 100).expectation   // "an integer from 1 to 100"
+/// OptionType.choice(["fit", "fill"]).expectation      // "one of \"fit\", \"fill\""
+/// OptionType.stringMap.typeName                       // "object (string → string)"
+/// ```
 public indirect enum OptionType: Sendable {
   /// A whole number within the inclusive range.
   case integer(min: Int? = nil, max: Int? = nil)
@@ -93,6 +99,14 @@ public indirect enum OptionType: Sendable {
 
 /// A problem a stage's options have as a whole (two options that exclude each other, say),
 /// reported by ``StageOptions/problems()``.
+///
+/// ```swift
+/// struct BoxOptions: StageOptions {
+///   static let specs = [OptionSpec("width", .integer(min: 1), "Width."), OptionSpec("height", .integer(min: 1), "Height.")]
+///   var width: Int?, height: Int?
+///   func problems() -> [OptionProblem] { width == nil && height == nil ? [OptionProblem("give width or height")] : [] }
+/// }
+/// ```
 public struct OptionProblem: Sendable, Equatable {
   /// The option concerned, or `nil` for the stage as a whole.
   public var option: String?

@@ -109,6 +109,13 @@ struct OptionProblems: Error {
 
 /// Builds a pass-through stage for the value type it turns out to carry (see
 /// ``StageRegistry/registerPassThrough(_:summary:options:make:)``).
+///
+/// ```swift
+/// struct PeekFactory: PassThroughStageFactory {
+///   func makeStage<Value: Sendable>(for type: Value.Type) throws -> AnyStage { AnyStage(Peek<Value>()) }
+/// }
+/// registry.registerPassThrough("peek", summary: "Logs and passes on.", options: PeekOptions.self) { _, _ in PeekFactory() }
+/// ```
 public protocol PassThroughStageFactory: Sendable {
   /// The stage for values of type `Value` (its input and output).
   func makeStage<Value: Sendable>(for type: Value.Type) throws -> AnyStage

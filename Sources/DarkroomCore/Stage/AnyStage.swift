@@ -3,6 +3,13 @@
 /// Pipelines built in code keep their static types in ``Pipeline``; underneath, they and pipelines
 /// loaded from JSON are the same list of `AnyStage`, whose input and output types are checked
 /// when the list is assembled.
+///
+/// ```swift
+/// let stage = AnyStage(Fetcher())
+/// stage.kind                        // "fetch"
+/// stage.accepts(ImageSource.self)   // true
+/// stage.feeds(AnyStage(Fetcher()))  // false: fetch produces FetchedData
+/// ```
 public struct AnyStage: Sendable, CustomStringConvertible {
   /// The stage kind (`"resize"`), or kinds joined by `+` for a fused stage (`"decode+resize"`).
   public let kind: String

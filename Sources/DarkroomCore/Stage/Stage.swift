@@ -54,6 +54,13 @@ extension Stage {
 /// The resource a stage's work mostly uses: each has its own concurrency limit in an
 /// ``ImageLoader`` (network transfers, CPU work, disk I/O); `.light` work (a pass-through, a
 /// cache checkpoint) is never queued.
+///
+/// ```swift
+/// extension Uploader {
+///   // Queued with the network transfers of an ImageLoader, not with CPU work.
+///   func resource(for input: EncodedImage) -> StageResource { .network }
+/// }
+/// ```
 public enum StageResource: String, Sendable, Hashable, CaseIterable, Codable {
   case network, cpu, disk, light
 }

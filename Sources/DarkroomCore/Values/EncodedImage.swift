@@ -30,6 +30,12 @@ public struct EncodedImage: Sendable, PipelineValue, SummarizableOutput {
 }
 
 /// An encoded image that was written to a file.
+///
+/// ```swift
+/// let publish = Pipeline(name: "publish") { Fetcher(); ImageDecoder(); ImageEncoder(.webp()); Writer(directory: "out") }
+/// let written: WrittenImage = try await publish.process(ImageSource("a.jpg"))
+/// print(written.path, written.image.width, written.image.format)   // out/a.webp 1200 webp
+/// ```
 public struct WrittenImage: Sendable, PipelineValue, SummarizableOutput {
   public static let valueDescription = "a written file"
 

@@ -3,6 +3,12 @@
 /// The trusted formats (decoded and encoded) are `jpeg`, `png`, `gif`, `webp`, `tiff` (decode
 /// only), `heif` (decode only) and `avif`. Other formats are recognised from their magic bytes
 /// only to say precisely what was refused.
+///
+/// ```swift
+/// let format = ImageFormat.sniff([0xFF, 0xD8, 0xFF, 0xE0])   // .jpeg
+/// format?.mimeType        // "image/jpeg"
+/// format?.fileExtension   // "jpg"
+/// ```
 public enum ImageFormat: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
   case jpeg, png, gif, webp, tiff, heif, avif
   // Recognised but never decoded (untrusted or unsupported loaders):

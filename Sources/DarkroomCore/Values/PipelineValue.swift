@@ -13,12 +13,26 @@ public protocol PipelineValue: Sendable {
 }
 
 /// A value that can summarise itself for events and notifications (dimensions, format, size, path).
+///
+/// ```swift
+/// struct Histogram: PipelineValue, SummarizableOutput {
+///   static let valueDescription = "a histogram"
+///   var bins: [Int]
+///   var outputSummary: OutputSummary { OutputSummary(bytes: bins.count * MemoryLayout<Int>.size) }
+/// }
+/// ```
 public protocol SummarizableOutput: Sendable {
   /// What events report about this value when an operation finishes with it.
   var outputSummary: OutputSummary { get }
 }
 
 /// What an operation's `finished` event says about its result.
+///
+/// ```swift
+/// let summary = WrittenFile(path: "out/a.jpg", bytes: 2048).outputSummary
+/// summary.path    // "out/a.jpg"
+/// summary.bytes   // 2048
+/// ```
 public struct OutputSummary: Sendable, Equatable, Codable {
   public var width: Int?
   public var height: Int?

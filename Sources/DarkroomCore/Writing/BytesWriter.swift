@@ -65,6 +65,12 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
 }
 
 /// A file that was written, with its size.
+///
+/// ```swift
+/// let save = Pipeline(name: "save") { Fetcher(); BytesWriter(directory: "out") }
+/// let file: WrittenFile = try await save.process(ImageSource("https://example.com/a.jpg"))
+/// print(file.path, file.bytes)   // out/a.jpg 48213
+/// ```
 public struct WrittenFile: Sendable, PipelineValue, SummarizableOutput {
   public static let valueDescription = "a written file"
   public var path: String

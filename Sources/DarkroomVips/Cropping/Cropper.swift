@@ -1,6 +1,12 @@
 import DarkroomCore
 
 /// The area a ``Cropper`` keeps.
+///
+/// ```swift
+/// let region = CropRegion.box(width: 100, height: 50, gravity: .north)
+/// region.rectangle(inWidth: 400, height: 300)   // (x: 150, y: 0, width: 100, height: 50)
+/// let cropper = Cropper(.relative(x: 0.1, y: 0.1, width: 0.8, height: 0.8))
+/// ```
 public enum CropRegion: Sendable, Hashable {
   /// A rectangle in relative coordinates, 0…1 of the width and height (Nimbus' `cropRect`).
   case relative(x: Double, y: Double, width: Double, height: Double)

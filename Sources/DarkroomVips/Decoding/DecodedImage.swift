@@ -5,6 +5,12 @@ import DarkroomCore
 ///
 /// The pixels are a lazy libvips image: the work of decoding happens when a later stage (usually
 /// the encoder) pulls pixels through.
+///
+/// ```swift
+/// let decode = Pipeline(name: "decode") { Fetcher(); ImageDecoder() }
+/// let decoded: DecodedImage = try await decode.process(ImageSource("photo.jpg"))
+/// print(decoded.width, decoded.height, decoded.sourceFormat)   // 1200 800 jpeg
+/// ```
 public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
   public static let valueDescription = "an image"
 

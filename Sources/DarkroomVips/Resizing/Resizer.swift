@@ -1,6 +1,11 @@
 import DarkroomCore
 
 /// How a ``Resizer`` fits an image to its box.
+///
+/// ```swift
+/// Resizer(width: 300, height: 200, mode: .fit)    // a 600×600 image becomes 200×200
+/// Resizer(width: 300, height: 200, mode: .fill)   // 300×200, the excess cropped
+/// ```
 public enum ResizeMode: String, Sendable, Hashable, Codable, CaseIterable {
   /// Scale to fit inside the box, keeping the aspect ratio (the result may be smaller on one side).
   case fit

@@ -3,6 +3,11 @@ import CVipsShim
 import DarkroomCore
 
 /// Where to anchor a crop or a pad within a larger area.
+///
+/// ```swift
+/// Gravity.southeast.origin(width: 100, height: 50, inWidth: 400, height: 300)   // (x: 300, y: 250)
+/// Resizer(width: 256, height: 256, mode: .fill, crop: .gravity(.north))
+/// ```
 public enum Gravity: String, Sendable, Hashable, Codable, CaseIterable {
   case centre, north, northeast, east, southeast, south, southwest, west, northwest
 
@@ -41,6 +46,11 @@ public enum Gravity: String, Sendable, Hashable, Codable, CaseIterable {
 }
 
 /// How a smart crop chooses the interesting part of an image.
+///
+/// ```swift
+/// Cropper(.smart(width: 256, height: 256, strategy: .attention))
+/// Resizer(width: 256, height: 256, mode: .fill, crop: .smart(.entropy))
+/// ```
 public enum SmartCropStrategy: String, Sendable, Hashable, Codable, CaseIterable {
   /// Looks for skin tones, saturated colour and edges (libvips `attention`).
   case attention
@@ -53,6 +63,11 @@ public enum SmartCropStrategy: String, Sendable, Hashable, Codable, CaseIterable
 }
 
 /// A resampling kernel.
+///
+/// ```swift
+/// Resizer(width: 64, height: 64, kernel: .nearest)   // hard pixel edges, for pixel art
+/// let half = try image.resized(horizontal: 0.5, vertical: 0.5, kernel: .lanczos3)
+/// ```
 public enum ResizeKernel: String, Sendable, Hashable, Codable, CaseIterable {
   case nearest, linear, cubic, mitchell, lanczos2, lanczos3
 
