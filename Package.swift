@@ -13,6 +13,7 @@ let package = Package(
     .library(name: "DarkroomCache", targets: ["DarkroomCache"]),
     .library(name: "DarkroomTesting", targets: ["DarkroomTesting"]),
     .library(name: "DarkroomVipsTesting", targets: ["DarkroomVipsTesting"]),
+    .library(name: "DarkroomHTTP", targets: ["DarkroomHTTP"]),
     .executable(name: "darkroom", targets: ["DarkroomCLI"]),
     .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
   ],
@@ -58,6 +59,10 @@ let package = Package(
       swiftSettings: strict
     ),
     .target(name: "DarkroomVips", dependencies: ["DarkroomCore", "CVips", "CVipsShim"], swiftSettings: strict),
+    // The image server's pieces (issue 15): thumbor URLs and signatures so far.
+    .target(
+      name: "DarkroomHTTP", dependencies: ["DarkroomCore", .product(name: "Crypto", package: "swift-crypto")],
+      swiftSettings: strict),
     .target(
       name: "Darkroom",
       dependencies: [
@@ -101,6 +106,7 @@ let package = Package(
       dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer"],
       swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
+    .testTarget(name: "DarkroomHTTPTests", dependencies: ["DarkroomHTTP"], swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(
       name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "CZlib"],
