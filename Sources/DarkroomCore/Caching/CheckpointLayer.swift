@@ -14,18 +14,14 @@ final class CheckpointLayer: RunLayer {
 
   private struct State {
     var checkpoints: Checkpoints?
-    var asked = false
     /// The values of checkpoints that ran (they missed), to store when the run finishes.
     var pending: [(index: Int, value: any Sendable)] = []
   }
   private let state = Protected(State())
 
   func resume(from index: Int, value: RunValue, run: RunPlan, runStage: RunPlan.StageRunner) async throws -> Resumption? {
-    let first = state.withLock { state in
-      defer { state.asked = true }
-      return !state.asked
-    }
-    guard first, index == 0 else { return nil }
+    // The executor asks before each stage and never goes back, so index 0 is asked once.
+    guard index == 0 else { return nil }
     let context = run.context
     let checkpoints = try await Checkpoints.prepare(
       stages: run.stages, input: run.input, source: context.source, context: context)

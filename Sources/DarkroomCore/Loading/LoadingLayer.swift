@@ -26,8 +26,8 @@ final class LoadingLayer: RunLayer {
   let scheduler: StageScheduler
   let ticket: PriorityTicket
   let coalescer: Coalescer<String, any Sendable>?
-  /// Stage index → key of the work before that stage (the request identity for the first).
-  private let prefixes: [String]
+  /// The key of the work before the first stage: the request identity.
+  private let requestIdentity: String
   /// Stage index → key of the value after that stage (empty without coalescing).
   private let keys: [String]
   /// What a context-sensitive stage's key adds: the run's pipeline and variant.
@@ -42,22 +42,19 @@ final class LoadingLayer: RunLayer {
     contextSuffix = "@\(run.context.pipelineName)/\(run.context.variant ?? "")"
     guard let coalescer = scheduler.coalescer, let source = run.context.source else {
       coalescer = nil
-      prefixes = []
+      requestIdentity = ""
       keys = []
       return
     }
     self.coalescer = coalescer
     // The request identity: runs whose requests differ in a header value never share work.
+    requestIdentity = source.requestIdentity
     var prefix = source.requestIdentity
-    var prefixes: [String] = []
-    var keys: [String] = []
-    for stage in run.stages {
-      prefixes.append(prefix)
-      prefix = Self.key(after: stage, prefix: prefix, contextSuffix: contextSuffix)
-      keys.append(prefix)
+    let suffix = contextSuffix
+    keys = run.stages.map { stage in
+      prefix = Self.key(after: stage, prefix: prefix, contextSuffix: suffix)
+      return prefix
     }
-    self.prefixes = prefixes
-    self.keys = keys
   }
 
   private static func key(after stage: AnyStage, prefix: String, contextSuffix: String) -> String {
@@ -79,11 +76,12 @@ final class LoadingLayer: RunLayer {
   /// Runs the call once a slot of its resource class is free; with coalescing, as shared work that
   /// runs with the highest priority of the runs waiting for it.
   func around(_ call: StageCall, next: @escaping StageCall.Next) async throws -> RunValue {
-    guard let coalescer, call.index < prefixes.count else {
+    guard let coalescer, call.index < keys.count else {
       call.announce(false)
       return try await schedule(call, ticket: ticket, next: next)
     }
-    let key = Self.key(after: call.stage, prefix: prefixes[call.index], contextSuffix: contextSuffix)
+    let prefix = call.index == 0 ? requestIdentity : keys[call.index - 1]
+    let key = Self.key(after: call.stage, prefix: prefix, contextSuffix: contextSuffix)
     let pending = cohort.withLock { $0 }
     let shared = try await coalescer.value(for: key, ticket: ticket, after: pending, registered: { call.announce(!$0) }) {
       sharedTicket in try await self.schedule(call, ticket: sharedTicket, next: next)
