@@ -6,8 +6,8 @@ struct RenderPlan: Sendable {
   var source: ImageSource
   var stages: [AnyStage]
   var variesOnAccept: Bool
-
-  static let none = RenderPlan(source: ImageSource(""), stages: [], variesOnAccept: false)
+  /// A preset's own fallback image, else the server's.
+  var fallbackImage: String?
 }
 
 extension PipelineError {
@@ -30,7 +30,9 @@ extension ImageServer {
     let url = try ThumborURL(path: request.path)
     try checkSignature(url.signature, path: url.signedPath, signer: thumborSigner)
     let recipe = try operations.stages(for: url, accept: request.accept)
-    return RenderPlan(source: try policy.source(for: url.image), stages: recipe.stages, variesOnAccept: recipe.variesOnAccept)
+    return RenderPlan(
+      source: try policy.source(for: url.image), stages: recipe.stages, variesOnAccept: recipe.variesOnAccept,
+      fallbackImage: configuration.fallbackImage)
   }
 
   private func presetPlan(signature: String, rest: String, request: ImageRequest) throws(PipelineError) -> RenderPlan {
@@ -40,7 +42,8 @@ extension ImageServer {
     }
     try checkSignature(signature == "unsafe" ? nil : signature, path: "p/" + rest, signer: presetSigner)
     guard let presets else { throw PipelineError(.invalidInput, "this server has no presets") }
-    var stages = try presets.preset(named: String(name)).stages
+    let preset = try presets.preset(named: String(name))
+    var stages = preset.stages
     guard let decoded = String(image).removingPercentEncoding else {
       throw PipelineError(.invalidInput, "the image has a broken %-escape")
     }
@@ -59,7 +62,9 @@ extension ImageServer {
       stages[stages.count - 1] = AnyStage(chosen)
       varies = !negotiation.preferred.isEmpty
     }
-    return RenderPlan(source: try policy.source(for: decoded), stages: stages, variesOnAccept: varies)
+    return RenderPlan(
+      source: try policy.source(for: decoded), stages: stages, variesOnAccept: varies,
+      fallbackImage: preset.fallbackImage ?? configuration.fallbackImage)
   }
 
   private func checkSignature(_ signature: String?, path: String, signer: ThumborSignature?) throws(PipelineError) {
@@ -185,12 +190,13 @@ extension ImageServer {
   /// The fallback image rendered with the request's stages, for failures of the image (not of
   /// the URL, the signature, or the server's load).
   private func fallback(for error: PipelineError, plan: RenderPlan, requestID: String) async -> ServedImage? {
-    guard let image = configuration.fallbackImage else { return nil }
+    guard let image = plan.fallbackImage else { return nil }
     let excluded: Set<PipelineError.Code> = [.badSignature, .overloaded, .cancelled, .invalidInput, .forbiddenDestination]
     guard !excluded.contains(error.code) else { return nil }
     let folder = (image as NSString).deletingLastPathComponent
     let fallbackFetcher = Fetcher(roots: [folder.isEmpty ? "." : folder], allowedSchemes: ["file"])
-    let fallbackPlan = RenderPlan(source: ImageSource(path: image), stages: plan.stages, variesOnAccept: plan.variesOnAccept)
+    let fallbackPlan = RenderPlan(
+      source: ImageSource(path: image), stages: plan.stages, variesOnAccept: plan.variesOnAccept, fallbackImage: nil)
     do {
       let pipeline = try Pipeline<ImageSource, EncodedImage>(
         StageGraph(name: "fallback", stages: [AnyStage(fallbackFetcher)] + fallbackPlan.stages))

@@ -42,7 +42,8 @@ extension ImageServer {
   private func handle(_ request: Request) async throws -> Response {
     let imageRequest = ImageRequest(
       path: request.uri.path, isHead: request.method == .head, accept: request.headers[.accept],
-      ifNoneMatch: request.headers[.ifNoneMatch], requestID: Self.usableRequestID(request.headers[.init("X-Request-Id")!]))
+      ifNoneMatch: request.headers[.ifNoneMatch],
+      requestID: Self.requestIDField.flatMap { Self.usableRequestID(request.headers[$0]) })
     // Cancels the task when the client hangs up; the connection's other requests are not
     // disturbed (keep-alive stays on).
     let answer = try await request.body.consumeWithCancellationOnInboundClose { _ in
@@ -62,6 +63,8 @@ extension ImageServer {
     }
     return Response(status: HTTPResponse.Status(code: answer.status), headers: headers, body: body)
   }
+
+  private static let requestIDField = HTTPField.Name("X-Request-Id")
 
   /// A client's request id, when it is short and plain (it is logged).
   static func usableRequestID(_ value: String?) -> String? {

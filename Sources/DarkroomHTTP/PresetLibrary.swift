@@ -7,7 +7,8 @@ import Logging
 ///
 /// A preset named `thumb` is the file `thumb.json`; names are letters, digits, `-` and `_`. Each
 /// file is validated as a pipeline file is, and must take fetched bytes (start with `decode`) and
-/// end with `encode`. ``reload()`` reads the files that changed: a preset that no longer validates
+/// end with `encode`. A `"fallback"` key may name an image in the presets folder that is served,
+/// at the requested size, when a request with the preset fails. ``reload()`` reads the files that changed: a preset that no longer validates
 /// keeps its last good version, and the problem is logged. ``watch(every:)`` reloads until
 /// cancelled.
 ///
@@ -23,6 +24,9 @@ public final class PresetLibrary: Sendable {
     public var name: String
     /// The stages, `decode` … `encode`.
     public var stages: [AnyStage]
+    /// The preset's own fallback image (its `"fallback"` key: a file in the presets folder),
+    /// served instead of the server's when a request fails.
+    public var fallbackImage: String?
   }
 
   private struct Loaded {
@@ -118,10 +122,19 @@ public final class PresetLibrary: Sendable {
     // The server's fetch goes first: the file's stages are checked as they will run, and the
     // problems are reported with the file's own stage numbers.
     guard case .object(var members) = try JSONParser.parse(text),
-      let index = members.firstIndex(where: { $0.key == "stages" }), case .array(let stages) = members[index].value
+      case .array(let stages)? = members.first(where: { $0.key == "stages" })?.value
     else {
       _ = try PipelineDefinition.load(json: text, registry: registry, defaultName: stem)
       throw PipelineError(.invalidDefinition, "\(path): a preset needs a \"stages\" array")
+    }
+    var fallback: String?
+    if let fallbackIndex = members.firstIndex(where: { $0.key == "fallback" }) {
+      guard case .string(let name) = members[fallbackIndex].value, Self.isFallbackName(name) else {
+        throw PipelineError(
+          .invalidDefinition, "\(path): fallback: expected the name of an image in the presets folder, like \"placeholder.png\"")
+      }
+      fallback = directory + "/" + name
+      members.remove(at: fallbackIndex)
     }
     let kinds = stages.compactMap { stage -> String? in
       if case .string(let kind)? = stage["stage"] { return kind }
@@ -133,7 +146,8 @@ public final class PresetLibrary: Sendable {
         .invalidDefinition,
         "\(path): a preset has no \(forbidden.joined(separator: ", ")) stage: the server fetches the image and answers with it")
     }
-    members[index].value = .array([.object([("stage", .string("fetch"))])] + stages)
+    // Rebuilt rather than patched in place: the fallback key may have moved the stages.
+    members = members.map { $0.key == "stages" ? ($0.key, .array([.object([("stage", .string("fetch"))])] + stages)) : $0 }
     let graph: StageGraph
     do {
       graph = try PipelineDefinition.load(json: JSONValue.object(members).jsonText, registry: registry, defaultName: stem)
@@ -151,7 +165,12 @@ public final class PresetLibrary: Sendable {
     guard ObjectIdentifier(graph.outputType) == ObjectIdentifier(EncodedImage.self) else {
       throw PipelineError(.invalidDefinition, "\(path): a preset ends with encode (the server answers with the encoded image)")
     }
-    return Preset(name: name, stages: Array(graph.stages.dropFirst()))
+    return Preset(name: name, stages: Array(graph.stages.dropFirst()), fallbackImage: fallback)
+  }
+
+  /// A file name in the presets folder: no folders, not hidden.
+  static func isFallbackName(_ name: String) -> Bool {
+    !name.isEmpty && name.count <= 255 && !name.hasPrefix(".") && !name.contains("/") && !name.contains("\0")
   }
 
   /// `stages[N]` → `stages[N-1]` in `text` (the server's fetch was stage 0).

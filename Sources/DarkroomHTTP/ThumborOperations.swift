@@ -3,7 +3,8 @@ import Darkroom
 /// Turns a parsed thumbor URL into Darkroom stages: decode, crop, resize, pad, encode.
 ///
 /// The filters that have a stage are `format`, `quality`, `fill`, `background_color`,
-/// `strip_icc`, `strip_exif` (Darkroom strips all metadata anyway), `no_upscale` and `upscale`.
+/// `strip_icc`, `strip_exif` (Darkroom strips all metadata anyway), `no_upscale`, `upscale` and
+/// `max_bytes`.
 /// Any other filter, `trim` and flipping (a `-` before a size) answer 400 with "unsupported …".
 /// Sizes follow thumbor: the default mode fills the box and crops (upscaling unless
 /// `no_upscale()`), `fit-in` fits inside it (never upscaling unless `upscale()`), and a side of 0
@@ -23,7 +24,7 @@ public struct ThumborOperations: Sendable {
 
   /// The filters that have a stage.
   public static let supportedFilters: Set<String> = [
-    "format", "quality", "fill", "background_color", "strip_icc", "strip_exif", "no_upscale", "upscale",
+    "format", "quality", "fill", "background_color", "strip_icc", "strip_exif", "no_upscale", "upscale", "max_bytes",
   ]
 
   private let configuration: ServerConfiguration
@@ -53,7 +54,8 @@ public struct ThumborOperations: Sendable {
     stages += resize(url, settings: settings)
     settings.quality = settings.quality ?? configuration.quality
     let (format, varies) = encodeFormat(settings, accept: accept)
-    stages.append(AnyStage(ImageEncoder(format, background: settings.background ?? [255, 255, 255])))
+    let encoder = ImageEncoder(format, background: settings.background ?? [255, 255, 255])
+    stages.append(settings.maxBytes.map { AnyStage(ByteBudgetEncoder(encoder: encoder, maxBytes: $0)) } ?? AnyStage(encoder))
     return Recipe(stages: stages, variesOnAccept: varies)
   }
 
@@ -131,6 +133,7 @@ struct FilterSettings {
   var fill: [Double]?
   var background: [Double]?
   var upscale: Bool?
+  var maxBytes: Int?
 
   init(_ filters: [ThumborURL.Filter]) throws(PipelineError) {
     for filter in filters {
@@ -172,6 +175,13 @@ struct FilterSettings {
       case "upscale":
         try expect(0...0)
         upscale = true
+      case "max_bytes":
+        try expect(1...1)
+        guard arguments[0].count <= 10, let bytes = Int(arguments[0]), (1...1_000_000_000).contains(bytes) else {
+          throw PipelineError(
+            .invalidInput, "max_bytes takes a number of bytes from 1 to 1000000000, got \(arguments[0].prefix(16))")
+        }
+        maxBytes = bytes
       default:
         throw PipelineError(.invalidInput, "unsupported filter \(filter.name)")
       }

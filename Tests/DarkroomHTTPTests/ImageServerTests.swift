@@ -108,6 +108,56 @@ struct ImageServerTests {
     try? FileManager.default.removeItem(atPath: directory)
   }
 
+  @Test("Cache-Control says the configured max-age, or the source's own when it is shorter")
+  func freshness() async throws {
+    let body = try ServedFixtures.jpeg()
+    let origin = try await TestHTTPServer.start(routes: [
+      "/short.jpg": .headers(.ok(body: body, contentType: "image/jpeg"), [("Cache-Control", "max-age=60")]),
+      "/none.jpg": .headers(.ok(body: body, contentType: "image/jpeg"), [("Cache-Control", "no-store")]),
+      "/plain.jpg": .ok(body: body, contentType: "image/jpeg"),
+    ])
+    var configuration = ServedFixtures.configuration(origin: origin.baseURL)
+    configuration.maxAge = 3_600
+    let running = try await RunningServer.start(configuration)
+    func maxAge(_ image: String) async throws -> Int? {
+      let reply = try await running.get("/unsafe/32x32/" + image)
+      return reply.headers["cache-control"].flatMap { Int($0.components(separatedBy: "max-age=").last ?? "") }
+    }
+    #expect(try await maxAge("plain.jpg").map { (3_590...3_600).contains($0) } == true)
+    #expect(try await maxAge("short.jpg").map { (50...60).contains($0) } == true)
+    #expect(try await maxAge("none.jpg") == 0)
+    // A source that may not be stored is rendered again each time.
+    _ = try await maxAge("none.jpg")
+    #expect(origin.requestCount("/none.jpg") == 2)
+    #expect(origin.requestCount("/plain.jpg") == 1)
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
+  @Test("max_bytes lowers the quality to the highest that fits")
+  func maxBytes() async throws {
+    let pixels = (0..<(400 * 300 * 3)).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) }
+    let noise = try ImageEncoder(.jpeg(quality: 95)).encode(
+      DecodedImage(
+        source: ImageSource("noise"), image: try VipsImage.fromPixels(pixels, width: 400, height: 300, bands: 3),
+        sourceFormat: .png, sourceWidth: 400, sourceHeight: 300))
+    let origin = try await TestHTTPServer.start(routes: [
+      "/noise.jpg": .ok(body: Array(noise.bytes.data), contentType: "image/jpeg")
+    ])
+    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
+    let full = try await running.get("/unsafe/filters:format(jpeg):quality(90)/noise.jpg")
+    let budget = full.body.count / 3
+    let bounded = try await running.get("/unsafe/filters:format(jpeg):quality(90):max_bytes(\(budget))/noise.jpg")
+    #expect(bounded.status == 200 && bounded.body.count <= budget)
+    #expect(try size(of: bounded.body) == (400, 300))
+    let roomy = try await running.get("/unsafe/filters:format(jpeg):quality(90):max_bytes(\(full.body.count * 2))/noise.jpg")
+    #expect(roomy.body == full.body)
+    let impossible = try await running.get("/unsafe/filters:format(jpeg):quality(90):max_bytes(100)/noise.jpg")
+    #expect(impossible.status == 200 && impossible.body.count < bounded.body.count)
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
   @Test("errors have their status and a message safe to show: no server path, host or root")
   func errors() async throws {
     let root = try ServedFixtures.folder()

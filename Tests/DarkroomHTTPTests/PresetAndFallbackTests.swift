@@ -47,6 +47,19 @@ struct PresetAndFallbackTests {
     // A good edit is picked up by the watcher.
     try Self.preset(width: 40).write(toFile: folder + "/thumb.json", atomically: true, encoding: .utf8)
     #expect(try await eventually { (try? size(of: try await running.get(url).body)) ?? (0, 0) == (40, 30) })
+    // A preset's own fallback image, for its failures.
+    try Data(try ServedFixtures.png(width: 300, height: 300, alpha: false)).write(to: URL(fileURLWithPath: folder + "/oops.png"))
+    try
+      #"{"version": 1, "fallback": "oops.png", "stages": [{"stage": "decode"}, {"stage": "resize", "width": 60, "height": 60}, {"stage": "encode", "format": "png"}]}"#
+      .write(toFile: folder + "/safe.json", atomically: true, encoding: .utf8)
+    try #"{"version": 1, "fallback": "../oops.png", "stages": [{"stage": "decode"}, {"stage": "encode", "format": "png"}]}"#
+      .write(toFile: folder + "/escape.json", atomically: true, encoding: .utf8)
+    let reloaded = try #require(running.server.presets).reload()
+    #expect(reloaded["escape"]?.message.contains("fallback") == true)
+    let safe = "p/safe/missing.jpg"
+    let fallback = try await running.get("/" + signer.sign(safe) + "/" + safe)
+    #expect(fallback.status == 404 && fallback.headers["content-type"] == "image/png")
+    #expect(try size(of: fallback.body) == (60, 60))
     try await running.stop()
     try await origin.shutdown()
     try? FileManager.default.removeItem(atPath: folder)

@@ -1,6 +1,6 @@
 import Darkroom
-import DarkroomHTTPTestServer
 import DarkroomHTTP
+import DarkroomHTTPTestServer
 import DarkroomVipsTesting
 import Foundation
 import Hummingbird

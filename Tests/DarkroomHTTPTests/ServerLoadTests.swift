@@ -112,6 +112,29 @@ struct ServerLoadTests {
     try await origin.shutdown()
   }
 
+  @Test("a client that hangs up leaves a render it shares to the others")
+  func sharedDisconnect() async throws {
+    let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .milliseconds(600))
+    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
+    let port = running.port
+    let socket = try await RawSocket.onThread { () throws -> Int32 in
+      let fd = try RawSocket.connect(port: port)
+      RawSocket.send(fd, Array("GET /unsafe/48x48/0.jpg HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+      return fd
+    }
+    #expect(try await eventually { origin.requestCount("/0.jpg") == 1 })
+    let staying = Task { try await running.get("/unsafe/48x48/0.jpg") }
+    let renders = running.server.renders
+    #expect(try await eventually { renders.runningKeys.first.map { renders.waiters(for: $0) } == 2 })
+    close(socket)
+    let reply = try await staying.value
+    #expect(reply.status == 200)
+    #expect(try size(of: reply.body) == (48, 48))
+    #expect(origin.requestCount("/0.jpg") == 1)
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
   @Test("shutdown finishes every response in flight, then stops")
   func gracefulShutdown() async throws {
     let origin = try await ServedFixtures.slowOrigin(images: 4, delay: .milliseconds(500))

@@ -69,6 +69,9 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendab
   /// True while work for `key` runs.
   public func isRunning(_ key: Key) -> Bool { state.withLock { $0.entries[key] != nil } }
 
+  /// The keys whose work is running (for tests and diagnostics).
+  public var runningKeys: [Key] { state.withLock { Array($0.entries.keys) } }
+
   /// The result of the work for `key`: joins the running work, or starts `work` with a ticket
   /// carrying the waiters' highest priority.
   public func value(
