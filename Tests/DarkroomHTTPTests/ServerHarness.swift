@@ -61,6 +61,17 @@ final class RunningServer: Sendable {
     try await HTTPReply.fetch(port: port, path: path, method: method, headers: headers)
   }
 
+  /// Sends a GET for `path` on a connection of its own and returns the socket without reading
+  /// the answer: the test hangs up with `close`.
+  func abandonableRequest(_ path: String) async throws -> Int32 {
+    let port = port
+    return try await RawSocket.onThread { () throws -> Int32 in
+      let fd = try RawSocket.connect(port: port)
+      RawSocket.send(fd, Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+      return fd
+    }
+  }
+
   /// The value of a metric line (`darkroom_renders_total`) in `/metrics`.
   func metric(_ line: String) async throws -> Double {
     let text = String(decoding: try await get("/metrics").body, as: UTF8.self)

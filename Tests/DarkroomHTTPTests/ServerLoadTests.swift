@@ -96,12 +96,7 @@ struct ServerLoadTests {
       "/a.jpg": .ok(body: try ServedFixtures.jpeg(), contentType: "image/jpeg"),
     ])
     let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
-    let port = running.port
-    let socket = try await RawSocket.onThread { () throws -> Int32 in
-      let fd = try RawSocket.connect(port: port)
-      RawSocket.send(fd, Array("GET /unsafe/64x64/slow.jpg HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
-      return fd
-    }
+    let socket = try await running.abandonableRequest("/unsafe/64x64/slow.jpg")
     #expect(try await eventually { origin.requestCount("/slow.jpg") == 1 })
     close(socket)
     #expect(try await eventually { try await running.metric(#"darkroom_http_requests_total{status="499"}"#) == 1 })
@@ -116,12 +111,7 @@ struct ServerLoadTests {
   func sharedDisconnect() async throws {
     let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .milliseconds(600))
     let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
-    let port = running.port
-    let socket = try await RawSocket.onThread { () throws -> Int32 in
-      let fd = try RawSocket.connect(port: port)
-      RawSocket.send(fd, Array("GET /unsafe/48x48/0.jpg HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
-      return fd
-    }
+    let socket = try await running.abandonableRequest("/unsafe/48x48/0.jpg")
     #expect(try await eventually { origin.requestCount("/0.jpg") == 1 })
     let staying = Task { try await running.get("/unsafe/48x48/0.jpg") }
     let renders = running.server.renders
