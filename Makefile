@@ -59,7 +59,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
-## fuzz: libFuzzer harnesses (json, decode, http, cache, imagetable, disk) built with -sanitize=fuzzer,address,
+## fuzz: libFuzzer harnesses (json, decode, http, cache, imagetable, disk, thumbor) built with -sanitize=fuzzer,address,
 ## each run FUZZ_TIME seconds (default 60) on its seed corpora; fuzz-smoke: a fixed seed and input
 ## count per harness (about a minute in all; CI runs it)
 FUZZ_TIME ?= 60

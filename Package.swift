@@ -26,6 +26,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
     .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+    .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
   ],
   targets: [
     .systemLibrary(
@@ -59,9 +62,17 @@ let package = Package(
       swiftSettings: strict
     ),
     .target(name: "DarkroomVips", dependencies: ["DarkroomCore", "CVips", "CVipsShim"], swiftSettings: strict),
-    // The image server's pieces (issue 15): thumbor URLs and signatures so far.
+    // The image server (issue 15): thumbor URLs and signatures, presets, the result cache, admission
+    // control and the Hummingbird routes that `darkroom serve` runs and an app can mount.
     .target(
-      name: "DarkroomHTTP", dependencies: ["DarkroomCore", .product(name: "Crypto", package: "swift-crypto")],
+      name: "DarkroomHTTP",
+      dependencies: [
+        "Darkroom", .product(name: "Crypto", package: "swift-crypto"),
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+      ],
       swiftSettings: strict),
     .target(
       name: "Darkroom",
@@ -76,12 +87,12 @@ let package = Package(
     // Sources/Darkroom is the library), the executable product keeps the name `darkroom`.
     .executableTarget(
       name: "DarkroomCLI",
-      dependencies: ["Darkroom", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+      dependencies: ["Darkroom", "DarkroomHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")],
       swiftSettings: strict
     ),
     .executableTarget(name: "darkroom-bench", dependencies: ["Darkroom"], swiftSettings: strict),
     // Fuzz harnesses (`make fuzz`); built normally it replays inputs through a harness.
-    .executableTarget(name: "darkroom-fuzz", dependencies: ["Darkroom"], swiftSettings: strict),
+    .executableTarget(name: "darkroom-fuzz", dependencies: ["Darkroom", "DarkroomHTTP"], swiftSettings: strict),
     .plugin(
       name: "ValidatePipelines",
       capability: .command(
@@ -106,7 +117,13 @@ let package = Package(
       dependencies: ["Darkroom", "DarkroomCurl", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer"],
       swiftSettings: strict),
     .testTarget(name: "DarkroomCoreTests", dependencies: ["DarkroomCore", "DarkroomTesting"], swiftSettings: strict),
-    .testTarget(name: "DarkroomHTTPTests", dependencies: ["DarkroomHTTP"], swiftSettings: strict),
+    .testTarget(
+      name: "DarkroomHTTPTests",
+      dependencies: [
+        "DarkroomHTTP", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer",
+        .product(name: "HummingbirdTesting", package: "hummingbird"),
+      ],
+      swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(
       name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "CZlib"],
@@ -121,7 +138,8 @@ let package = Package(
     .testTarget(
       name: "DarkroomCLITests",
       dependencies: [
-        "Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer", "CZlib", "DarkroomCLI", "darkroom-fuzz",
+        "Darkroom", "DarkroomHTTP", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer", "CZlib", "DarkroomCLI",
+        "darkroom-fuzz",
       ],
       swiftSettings: strict),
   ]

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(json decode http cache imagetable disk)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(json decode http cache imagetable disk thumbor)
 binary=.build-fuzz/debug/darkroom-fuzz
 [ -x "$binary" ] || { echo "build it first: make fuzz-build" >&2; exit 64; }
 corpus="${DARKROOM_CORPUS:-$(cd .. && pwd)/shared/corpus}"
@@ -31,12 +31,13 @@ for harness in "${harnesses[@]}"; do
     cache) seeds=(Examples/images) ;;
     imagetable) seeds=() ;;  # Tests/FuzzRegressions/imagetable holds a valid table file
     disk) seeds=(Examples/images) ;;
-    *) echo "unknown harness $harness (json, decode, http, cache, imagetable, disk)" >&2; exit 64 ;;
+    thumbor) seeds=() ;;  # Tests/FuzzRegressions/thumbor holds URLs from thumbor's documentation
+    *) echo "unknown harness $harness (json, decode, http, cache, imagetable, disk, thumbor)" >&2; exit 64 ;;
   esac
   [ -d "Tests/FuzzRegressions/$harness" ] && seeds+=("Tests/FuzzRegressions/$harness")
   mkdir -p ".build-fuzz/corpus/$harness"
   if [ "$seconds" = smoke ]; then
-    case "$harness" in json) runs=150000 ;; decode) runs=2500 ;; http) runs=100000 ;; cache) runs=400 ;; imagetable) runs=3000 ;; disk) runs=300 ;; esac
+    case "$harness" in json) runs=150000 ;; decode) runs=2500 ;; http) runs=100000 ;; cache) runs=400 ;; imagetable) runs=3000 ;; disk) runs=300 ;; thumbor) runs=100000 ;; esac
     limit=(-seed=1 -runs="$runs")
     work=$(mktemp -d)  # a fresh corpus: the same inputs on every machine
   else

@@ -16,7 +16,9 @@ struct DarkroomCommand: AsyncParsableCommand {
       invalid, 64 when the command line is wrong, 75 when an image table is in use by another \
       process, 128 + N when stopped by signal N (130, 143).
       """,
-    subcommands: [RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self]
+    subcommands: [
+      RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self, ServeCommand.self,
+    ]
   )
 
   static func main() async {

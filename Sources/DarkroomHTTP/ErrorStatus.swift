@@ -10,7 +10,7 @@ extension PipelineError.Code {
 /// The HTTP answer for a `PipelineError`: its status, and a message safe to show a client.
 ///
 /// Docs/Server.md has the table. Every code maps to a status; a code this table does not know (a
-/// user stage's own) is a 500. The message names what went wrong in general terms and never the
+/// user stage's own) is a 500. An origin's own 404 or 410 (`httpStatus`) is a 404. The message names what went wrong in general terms and never the
 /// error's own text, which can hold server paths, hosts or roots; that detail goes to the log.
 ///
 /// ```swift
@@ -26,6 +26,11 @@ public struct ErrorStatus: Sendable, Equatable {
   /// The answer for `error`.
   public init(_ error: PipelineError) {
     let code = error.code
+    // An origin that says the image is not there (404, 410) is a missing source, not a failing one.
+    if code == .httpStatus, let origin = error.httpStatus, origin == 404 || origin == 410 {
+      (status, message) = Self.table[.notFound] ?? (404, "the image was not found")
+      return
+    }
     let (status, message) = Self.table[code] ?? (500, "the image could not be made")
     self.status = status
     self.message = message

@@ -14,20 +14,31 @@ import Foundation
 /// #expect(try signer.verify(ThumborURL(path: url)))
 /// ```
 public struct ThumborSignature: Sendable {
+  /// The HMAC's hash: SHA-1 for thumbor URLs, SHA-256 for preset URLs.
+  public enum Algorithm: Sendable { case sha1, sha256 }
+
   private let key: [UInt8]
+  /// The hash this signer uses.
+  public let algorithm: Algorithm
 
   /// A signer with the server's secret key. A key whose characters all fit in Latin-1 is used as
   /// Latin-1 bytes, as libthumbor uses it (the same bytes as UTF-8 for ASCII keys); another key
   /// as UTF-8.
-  public init(key: String) {
+  public init(key: String, algorithm: Algorithm = .sha1) {
+    self.algorithm = algorithm
     let scalars = key.unicodeScalars
     self.key = scalars.allSatisfy { $0.value < 256 } ? scalars.map { UInt8($0.value & 0xFF) } : Array(key.utf8)
   }
 
   /// The signature of `signedPath` (URL-safe base64, with padding, as thumbor writes it).
   public func sign(_ signedPath: String) -> String {
-    let code = HMAC<Insecure.SHA1>.authenticationCode(for: Data(signedPath.utf8), using: SymmetricKey(data: key))
-    return Data(code).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+    let message = Data(signedPath.utf8)
+    let code: Data
+    switch algorithm {
+    case .sha1: code = Data(HMAC<Insecure.SHA1>.authenticationCode(for: message, using: SymmetricKey(data: key)))
+    case .sha256: code = Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
+    }
+    return code.base64EncodedString().replacingOccurrences(of: "+", with: "-")
       .replacingOccurrences(of: "/", with: "_")
   }
 
@@ -35,7 +46,13 @@ public struct ThumborSignature: Sendable {
   /// comparison takes the same time wherever the signatures differ.
   public func verify(_ url: ThumborURL) -> Bool {
     guard let given = url.signature else { return false }
-    let expected = Array(sign(url.signedPath).utf8)
+    return verify(given, path: url.signedPath)
+  }
+
+  /// Whether `signature` is the signature of `signedPath`, compared in constant time.
+  public func verify(_ signature: String, path signedPath: String) -> Bool {
+    let given = signature
+    let expected = Array(sign(signedPath).utf8)
     let actual = Array(given.utf8)
     guard expected.count == actual.count else { return false }
     var difference: UInt8 = 0

@@ -1,6 +1,7 @@
 import Darkroom
 import DarkroomCache
 import DarkroomCurl
+import DarkroomHTTP
 import Foundation
 import GRDB
 
@@ -28,6 +29,9 @@ enum Harness: String, CaseIterable {
   /// FIFO, a symlink, a folder, a symlinked folder) come from the input, then every operation:
   /// no crash, no hang, and canary files beside the store survive.
   case disk
+  /// An image server request path (and, after a newline, an Accept header) → thumbor URL parsing,
+  /// signature check, filters to stages, source policy, format negotiation, log redaction.
+  case thumbor
 
   func run(_ bytes: [UInt8]) {
     switch self {
@@ -37,7 +41,31 @@ enum Harness: String, CaseIterable {
     case .cache: Self.cache(bytes)
     case .imagetable: Self.imageTable(bytes)
     case .disk: DiskHarness.run(bytes)
+    case .thumbor: Self.thumbor(bytes)
     }
+  }
+
+  static let serverConfiguration: ServerConfiguration = {
+    var configuration = ServerConfiguration()
+    configuration.origin = "https://origin.example/media/"
+    configuration.allowHosts = ["images.example", "*.cdn.example"]
+    configuration.key = "fuzz"
+    configuration.allowUnsafe = true
+    return configuration
+  }()
+
+  static func thumbor(_ bytes: [UInt8]) {
+    let text = String(decoding: bytes, as: UTF8.self)
+    let parts = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+    let path = String(parts.first ?? "")
+    let accept = parts.count > 1 ? String(parts[1]) : nil
+    _ = ImageServer.redacted(path)
+    _ = ImageServer.matches(accept ?? "", etag: "\"abc\"")
+    _ = FormatNegotiation().choose(accept: accept, hasAlpha: bytes.first.map { $0 & 1 == 1 } ?? false)
+    guard let url = try? ThumborURL(path: path) else { return }
+    _ = ThumborSignature(key: "fuzz").verify(url)
+    _ = try? ThumborOperations(configuration: serverConfiguration).stages(for: url, accept: accept)
+    _ = try? SourcePolicy(serverConfiguration).source(for: url.image)
   }
 
   static func json(_ bytes: [UInt8]) {

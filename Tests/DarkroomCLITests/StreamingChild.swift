@@ -47,6 +47,15 @@ final class StreamingChild: @unchecked Sendable {
     await offPool { [out] in out.wait(for: predicate) }
   }
 
+  /// The first line of stdout satisfying `predicate`, once it has arrived (`nil` if stdout ended
+  /// without one).
+  func line(where predicate: @escaping @Sendable (String) -> Bool) async -> String? {
+    await offPool { [out] in
+      out.wait(for: predicate)
+      return out.lines.first(where: predicate)
+    }
+  }
+
   /// Waits until a line of stderr satisfying `predicate` has arrived (or stderr ended).
   func waitForErrorLine(_ predicate: @escaping @Sendable (String) -> Bool) async {
     await offPool { [err] in err.wait(for: predicate) }
@@ -140,6 +149,9 @@ private final class LineStream: @unchecked Sendable {
   func wait(for predicate: (String) -> Bool) {
     while !read.withLock({ $0.lines.contains(where: predicate) || $0.ended }) { arrived.wait() }
   }
+
+  /// The lines read so far.
+  var lines: [String] { read.withLock { $0.lines } }
 
   /// Every line, once the stream has ended.
   func finish() -> String {

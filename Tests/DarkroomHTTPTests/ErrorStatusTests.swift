@@ -43,11 +43,21 @@ struct ErrorStatusTests {
     }
   }
 
+  @Test("an origin's own 404 or 410 is a missing image; its other statuses are the origin's failure")
+  func originStatuses() {
+    for (origin, expected) in [(404, 404), (410, 404), (403, 502), (500, 502), (503, 502)] {
+      var error = PipelineError(.httpStatus, "the server answered \(origin) for http://origin.internal/a.jpg")
+      error.httpStatus = origin
+      #expect(ErrorStatus(error).status == expected, "origin \(origin)")
+    }
+  }
+
   @Test("Docs/Server.md shows exactly the table")
   func documented() throws {
     let doc = try String(contentsOf: Self.package.appendingPathComponent("Docs/Server.md"), encoding: .utf8)
     var rows: [String: (Int, String)] = [:]
-    for line in doc.split(separator: "\n") where line.hasPrefix("| `") {
+    let errors = doc.components(separatedBy: "## Errors").last ?? ""
+    for line in errors.split(separator: "\n") where line.hasPrefix("| `") {
       let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
       guard cells.count == 3, let status = Int(cells[1]) else { continue }
       rows[cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = (status, cells[2])

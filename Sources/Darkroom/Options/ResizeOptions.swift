@@ -44,8 +44,8 @@ package struct ResizeOptions: StageOptions {
 }
 
 /// Parses `#rgb`, `#rrggbb` and `#rrggbbaa` colours into 0…255 components (RGBA).
-enum Color {
-  static func parse(_ text: String) -> [Double]? {
+package enum Color {
+  package static func parse(_ text: String) -> [Double]? {
     guard text.hasPrefix("#") else { return nil }
     var hex = String(text.dropFirst())
     if hex.count == 3 { hex = hex.map { "\($0)\($0)" }.joined() }

@@ -2,8 +2,8 @@ import Foundation
 
 /// What a fetched response said about caching: its freshness and validators, and whether it may
 /// be kept for other callers at all.
-struct ResponseFacts: Sendable {
-  var freshness: Freshness
+package struct ResponseFacts: Sendable {
+  package var freshness: Freshness
   var validators: CacheValidators
   /// False for a response that is `private`, or that varies on what no key holds (`Vary: *`): it
   /// is never stored, whatever the cache's maxAge says (every store here is shared by the callers

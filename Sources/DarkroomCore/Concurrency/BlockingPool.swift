@@ -28,6 +28,7 @@ package final class BlockingPool: @unchecked Sendable {
   private var head = 0
   private var running = 0
   private var peakRunning = 0
+  private var busy = Duration.zero
   private var stopping = false
 
   /// Creates a pool with `threads` threads (at least one), started now. The threads keep the pool
@@ -44,6 +45,14 @@ package final class BlockingPool: @unchecked Sendable {
 
   /// The largest number of items that ran at once so far (for tests and diagnostics).
   public var peakConcurrency: Int { condition.withLock { peakRunning } }
+
+  /// The items running now (for tests and diagnostics: a stopped computation has left).
+  public var runningCount: Int { condition.withLock { running } }
+
+  /// How long the pool's finished items ran in all (for tests and diagnostics: a libvips
+  /// computation holds its pool thread until its workers stop, so this shows how long a cancelled
+  /// one went on).
+  public var busyTime: Duration { condition.withLock { busy } }
 
   /// Runs `work` on a pool thread and returns its result.
   public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
@@ -108,8 +117,13 @@ package final class BlockingPool: @unchecked Sendable {
       running += 1
       peakRunning = max(peakRunning, running)
       condition.unlock()
+      let started = ContinuousClock.now
       job()
-      condition.withLock { running -= 1 }
+      let took = ContinuousClock.now - started
+      condition.withLock {
+        running -= 1
+        busy += took
+      }
     }
   }
 }

@@ -44,7 +44,7 @@ public enum PipelineDefinition {
   }
 
   /// The text of a definition file (size-limited, UTF-8) and its name without extension.
-  static func readDefinition(_ path: String) throws(PipelineError) -> (text: String, stem: String) {
+  package static func readDefinition(_ path: String) throws(PipelineError) -> (text: String, stem: String) {
     let data: Data
     do {
       data = try BoundedFileReader.read(path, limit: maxFileBytes)
@@ -120,7 +120,7 @@ public enum PipelineDefinition {
   }
 
   /// One error holding every issue, its code the first issue's code.
-  static func combined(_ issues: [PipelineError.Issue]) -> PipelineError {
+  package static func combined(_ issues: [PipelineError.Issue]) -> PipelineError {
     let first = issues.first ?? .init(code: .invalidDefinition, path: "", message: "invalid definition")
     let message =
       issues.count == 1

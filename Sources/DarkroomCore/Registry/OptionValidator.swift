@@ -1,8 +1,8 @@
 /// Checks JSON option values against ``OptionSpec``s and fills in defaults.
-enum OptionValidator {
+package enum OptionValidator {
   /// Validates the members of an object against `specs`; returns the object with defaults filled
   /// in and every problem found. `ignoring` names keys handled elsewhere (`"stage"`).
-  static func validate(
+  package static func validate(
     _ members: [(key: String, value: JSONValue)], specs: [OptionSpec], path: String, owner: String, ignoring: Set<String> = []
   ) -> (filled: JSONValue, issues: [PipelineError.Issue]) {
     var issues: [PipelineError.Issue] = []

@@ -69,7 +69,7 @@ public struct Cropper: Stage {
   }
 
   public func process(_ input: DecodedImage, context: StageContext) async throws -> DecodedImage {
-    try await context.blocking { try crop(input) }
+    try await VipsKillScope.blocking(context, inputs: [input.image]) { try crop(input) }
   }
 
   /// Crops synchronously (call from a blocking-pool thread).

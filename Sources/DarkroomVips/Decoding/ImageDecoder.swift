@@ -58,10 +58,10 @@ public struct ImageDecoder: Stage {
   }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
-    guard share else { return try await context.blocking { try decode(input) } }
+    guard share else { return try await VipsKillScope.blocking(context) { try decode(input) } }
     let key = LiveImages.Key(bytes: input.bytes, decoder: identifier)
     let live = try await LiveImages.shared.object(for: key) { [self] in
-      try await context.blocking {
+      try await VipsKillScope.blocking(context) {
         var decoded = try decode(input)
         decoded.image = try decoded.image.materialized()
         return LiveDecodedImage(decoded)

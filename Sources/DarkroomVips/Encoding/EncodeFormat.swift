@@ -21,12 +21,17 @@ public enum EncodeFormat: Sendable, Hashable {
   /// The source format: JPEG, PNG, WebP and GIF stay; HEIF/AVIF become AVIF; TIFF becomes PNG.
   /// `quality`, `lossless` and `effort` apply where the chosen format has them (else its defaults).
   case auto(quality: Int? = nil, lossless: Bool = false, effort: Int? = nil)
+  /// JPEG, or PNG when the image has alpha: what an image server answers a client that accepts
+  /// neither AVIF nor WebP (`format: "auto"` in `darkroom serve`). `quality` is the JPEG's.
+  case jpegOrPNG(quality: Int = 80)
 
   /// The source format with every format's defaults.
   public static var auto: EncodeFormat { .auto() }
 
-  /// The concrete format for an image decoded from `source` (resolves `.auto`).
-  public func resolved(for source: ImageFormat) -> EncodeFormat {
+  /// The concrete format for an image decoded from `source` (resolves `.auto`, and `.jpegOrPNG`
+  /// by whether the image has alpha).
+  public func resolved(for source: ImageFormat, hasAlpha: Bool = false) -> EncodeFormat {
+    if case .jpegOrPNG(let quality) = self { return hasAlpha ? .png() : .jpeg(quality: quality) }
     guard case .auto(let quality, let lossless, let effort) = self else { return self }
     switch source {
     case .jpeg: return .jpeg(quality: quality ?? 80)
@@ -37,7 +42,7 @@ public enum EncodeFormat: Sendable, Hashable {
     }
   }
 
-  /// The file format this writes (`nil` for `.auto`).
+  /// The file format this writes (`nil` for `.auto` and `.jpegOrPNG`).
   public var imageFormat: ImageFormat? {
     switch self {
     case .jpeg: .jpeg
@@ -45,7 +50,7 @@ public enum EncodeFormat: Sendable, Hashable {
     case .webp: .webp
     case .avif: .avif
     case .gif: .gif
-    case .auto: nil
+    case .auto, .jpegOrPNG: nil
     }
   }
 
@@ -58,6 +63,7 @@ public enum EncodeFormat: Sendable, Hashable {
     case .gif(let e): "gif(effort=\(e))"
     case .auto(let q, let l, let e):
       "auto(q=\(q.map(String.init) ?? "default"),lossless=\(l),effort=\(e.map(String.init) ?? "default"))"
+    case .jpegOrPNG(let q): "jpeg-or-png(q=\(q))"
     }
   }
 }

@@ -34,11 +34,7 @@ public struct ImageEncoder: Stage {
   }
 
   public func process(_ input: DecodedImage, context: StageContext) async throws -> EncodedImage {
-    try await withTaskCancellationHandler {
-      try await context.blocking { try encode(input) }
-    } onCancel: {
-      input.image.kill()
-    }
+    try await VipsKillScope.blocking(context, inputs: [input.image]) { try encode(input) }
   }
 
   /// The longest side a JPEG can have: its header stores width and height in 16 bits.
@@ -79,7 +75,7 @@ public struct ImageEncoder: Stage {
 
   /// Encodes synchronously (call from a blocking-pool thread).
   public func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
-    let concrete = format.resolved(for: input.sourceFormat)
+    let concrete = format.resolved(for: input.sourceFormat, hasAlpha: input.image.hasAlpha)
     let strip: Int32 = keepMetadata ? 0 : 1
     var image = input.image
     var buffer: UnsafeMutableRawPointer?
@@ -113,7 +109,7 @@ public struct ImageEncoder: Stage {
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_gifsave_buffer(image.pointer, Int32(effort), strip, &buffer, &length)
       written = .gif
-    case .auto:
+    case .auto, .jpegOrPNG:
       throw PipelineError(.encodeFailed, "no output format could be chosen for a \(input.sourceFormat) source")
     }
     guard status == 0, let buffer else {

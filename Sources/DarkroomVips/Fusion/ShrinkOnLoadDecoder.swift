@@ -37,7 +37,7 @@ package struct ShrinkOnLoadDecoder: Stage {
   }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
-    try await context.blocking { try run(input) }
+    try await VipsKillScope.blocking(context) { try run(input) }
   }
 
   /// The JPEG/WebP shrink factor for reducing by `shrink` (sharp's rule).

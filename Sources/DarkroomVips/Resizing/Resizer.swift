@@ -114,7 +114,7 @@ public struct Resizer: Stage {
   }
 
   public func process(_ input: DecodedImage, context: StageContext) async throws -> DecodedImage {
-    try await context.blocking { try resize(input) }
+    try await VipsKillScope.blocking(context, inputs: [input.image]) { try resize(input) }
   }
 
   /// Resizes synchronously (call from a blocking-pool thread).

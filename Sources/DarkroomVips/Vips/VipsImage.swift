@@ -25,6 +25,7 @@ public final class VipsImage: @unchecked Sendable {
   init(taking pointer: UnsafeMutablePointer<CVips.VipsImage>, keepAlive: [AnyObject]) {
     self.pointer = pointer
     self.keepAlive = keepAlive
+    VipsKillScope.noteMade(self)
   }
 
   deinit { g_object_unref(pointer) }

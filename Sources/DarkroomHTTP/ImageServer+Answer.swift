@@ -1,0 +1,205 @@
+import Darkroom
+import Foundation
+
+/// What one request renders: the source, the stages after the fetch, and how it was asked for.
+struct RenderPlan: Sendable {
+  var source: ImageSource
+  var stages: [AnyStage]
+  var variesOnAccept: Bool
+
+  static let none = RenderPlan(source: ImageSource(""), stages: [], variesOnAccept: false)
+}
+
+extension PipelineError {
+  /// Any error as a `PipelineError` (a task's cancellation is `cancelled`).
+  static func from(_ error: any Error) -> PipelineError {
+    if let error = error as? PipelineError { return error }
+    if error is CancellationError { return PipelineError(.cancelled, "the client went away") }
+    return PipelineError(.stageFailed, "unexpected error: \(error)")
+  }
+}
+
+extension ImageServer {
+  /// Reads the URL: a preset (`/{signature}/p/{name}/{IMAGE}`) or a thumbor URL, its signature
+  /// checked before anything else is done.
+  func plan(for request: ImageRequest) throws(PipelineError) -> RenderPlan {
+    let segments = request.path.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+    if segments.count == 4, segments[0].isEmpty, segments[2] == "p", presets != nil {
+      return try presetPlan(signature: String(segments[1]), rest: String(segments[3]), request: request)
+    }
+    let url = try ThumborURL(path: request.path)
+    try checkSignature(url.signature, path: url.signedPath, signer: thumborSigner)
+    let recipe = try operations.stages(for: url, accept: request.accept)
+    return RenderPlan(source: try policy.source(for: url.image), stages: recipe.stages, variesOnAccept: recipe.variesOnAccept)
+  }
+
+  private func presetPlan(signature: String, rest: String, request: ImageRequest) throws(PipelineError) -> RenderPlan {
+    let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+    guard parts.count == 2, let name = parts.first, PresetLibrary.isName(name), let image = parts.last, !image.isEmpty else {
+      throw PipelineError(.invalidInput, "a preset URL is /{signature}/p/{preset}/{image}")
+    }
+    try checkSignature(signature == "unsafe" ? nil : signature, path: "p/" + rest, signer: presetSigner)
+    guard let presets else { throw PipelineError(.invalidInput, "this server has no presets") }
+    var stages = try presets.preset(named: String(name)).stages
+    guard let decoded = String(image).removingPercentEncoding else {
+      throw PipelineError(.invalidInput, "the image has a broken %-escape")
+    }
+    var varies = false
+    // `format: "auto"` in a preset is negotiated from Accept, as with no format filter.
+    if let last = stages.last, let encoder = last.base as? ImageEncoder,
+      case .auto(let quality, let lossless, let effort) = encoder.format
+    {
+      let choice = negotiation.choose(accept: request.accept, hasAlpha: false)
+      var chosen = encoder
+      switch choice.format {
+      case .avif: chosen.format = .avif(quality: quality ?? 50, lossless: lossless, effort: effort ?? 4)
+      case .webp: chosen.format = .webp(quality: quality ?? configuration.quality, lossless: lossless, effort: effort ?? 4)
+      default: chosen.format = .jpegOrPNG(quality: quality ?? configuration.quality)
+      }
+      stages[stages.count - 1] = AnyStage(chosen)
+      varies = !negotiation.preferred.isEmpty
+    }
+    return RenderPlan(source: try policy.source(for: decoded), stages: stages, variesOnAccept: varies)
+  }
+
+  private func checkSignature(_ signature: String?, path: String, signer: ThumborSignature?) throws(PipelineError) {
+    guard let signature else {
+      guard configuration.allowUnsafe else {
+        throw PipelineError(.badSignature, "unsafe URLs are not allowed on this server (--allow-unsafe)")
+      }
+      return
+    }
+    guard let signer, signer.verify(signature, path: path) else {
+      throw PipelineError(.badSignature, "the URL's signature does not match its path")
+    }
+  }
+
+  /// Answers from the result cache, or renders (one render for identical requests in flight).
+  func answer(_ request: ImageRequest, plan: RenderPlan, requestID: String) async throws -> ImageResponse {
+    let identity = try await sourceIdentity(plan.source)
+    let key = identity.map {
+      CacheKey.make(prefix: "serve", source: $0, upstream: [fetcher.cacheIdentifier] + plan.stages.map(\.cacheIdentifier))
+    }
+    if let key, let cache {
+      if let hit = await cache.lookup(key) {
+        metrics.cacheHit()
+        return ok(hit, request: request, plan: plan)
+      }
+      metrics.cacheMiss()
+    }
+    let served = try await render(plan, key: key, identity: identity, requestID: requestID)
+    return ok(served, request: request, plan: plan)
+  }
+
+  /// The source's cache identity: a file's includes its version (read off the cooperative pool).
+  private func sourceIdentity(_ source: ImageSource) async throws -> String? {
+    guard case .file = source.location else { return source.requestIdentity }
+    return try await BlockingPool.shared.run { CacheKey.identity(of: source) }
+  }
+
+  private func render(_ plan: RenderPlan, key: String?, identity: String?, requestID: String) async throws -> ServedImage {
+    let work: @Sendable (PriorityTicket) async throws -> ServedImage = { _ in
+      try await self.gate.admitted {
+        self.metrics.renderStarted()
+        let pipeline = try Pipeline<ImageSource, EncodedImage>(
+          StageGraph(name: "serve", stages: [AnyStage(self.fetcher)] + plan.stages))
+        let freshness = SourceFreshness()
+        var options = self.loader.defaultRunOptions
+        options.layers.append(SourceFreshnessLayer.Factory(freshness: freshness))
+        let operation = self.loader.load(plan.source, pipeline: pipeline, options: options)
+        self.logger.debug("render", metadata: ["request": "\(requestID)", "operation": "\(operation.id)"])
+        do {
+          let image = try await operation.value
+          let maxAge = min(self.configuration.maxAge, freshness.maxAge ?? .max)
+          let served = ServedImage(image: image, expiresAt: Date() + TimeInterval(maxAge))
+          if let key, let identity, maxAge > 0 { await self.cache?.store(served, key: key, source: identity) }
+          return served
+        } catch {
+          var located = PipelineError.from(error)
+          located.message += " (operation \(operation.id))"
+          throw located
+        }
+      }
+    }
+    guard let key else { return try await work(PriorityTicket(.normal)) }
+    return try await renders.value(for: key, work: work)
+  }
+
+  func ok(_ served: ServedImage, request: ImageRequest, plan: RenderPlan) -> ImageResponse {
+    var headers: [(name: String, value: String)] = [
+      ("ETag", served.etag), ("Cache-Control", "public, max-age=\(served.maxAge(now: Date()))"),
+    ]
+    if plan.variesOnAccept { headers.append(("Vary", "Accept")) }
+    if let tags = request.ifNoneMatch, Self.matches(tags, etag: served.etag) {
+      return ImageResponse(status: 304, headers: headers)
+    }
+    headers.insert(("Content-Type", served.image.format.mimeType), at: 0)
+    if request.isHead {
+      headers.append(("Content-Length", String(served.image.bytes.count)))
+      return ImageResponse(status: 200, headers: headers)
+    }
+    return ImageResponse(status: 200, headers: headers, body: served.image.bytes)
+  }
+
+  /// Whether an `If-None-Match` list names `etag` (weak comparison, `*` matches any).
+  package static func matches(_ list: String, etag: String) -> Bool {
+    list.utf8.count <= 8_192
+      && list.split(separator: ",").prefix(64).contains { tag in
+        let tag = tag.trimmingCharacters(in: .whitespaces)
+        return tag == "*" || CacheValidators.sameETag(tag, etag)
+      }
+  }
+
+  /// The error's answer, or the fallback image at the requested size.
+  func failure(
+    _ error: PipelineError, request: ImageRequest, plan: RenderPlan?, requestID: String, detail: String? = nil
+  ) async -> ImageResponse {
+    let answer = ErrorStatus(error)
+    metrics.failed(error.code)
+    logger.warning(
+      "request failed",
+      metadata: [
+        "request": "\(requestID)", "path": "\(Self.redacted(request.path))", "status": "\(answer.status)",
+        "code": "\(error.code.rawValue)", "error": "\(error.message)",
+      ])
+    if let plan, !plan.stages.isEmpty, let fallback = await fallback(for: error, plan: plan, requestID: requestID) {
+      var response = ok(fallback, request: ImageRequest(path: request.path, isHead: request.isHead), plan: plan)
+      response.status = configuration.fallbackStatus ?? answer.status
+      response.headers = response.headers.map { $0.name == "Cache-Control" ? ("Cache-Control", "no-store") : $0 }
+      response.headers.removeAll { $0.name == "ETag" }
+      return response
+    }
+    var headers: [(name: String, value: String)] = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")]
+    if error.code == .overloaded { headers.append(("Retry-After", String(configuration.retryAfter))) }
+    let shown = detail.map { answer.message + ": " + Self.printable($0) } ?? answer.message
+    return ImageResponse(status: answer.status, headers: headers, text: request.isHead ? nil : shown + "\n")
+  }
+
+  /// At most 300 printable ASCII characters of `text` (a client's URL, echoed in an error).
+  static func printable(_ text: String) -> String {
+    String(
+      String.UnicodeScalarView(
+        text.unicodeScalars.prefix(300).map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F ? $0 : "?" }))
+  }
+
+  /// The fallback image rendered with the request's stages, for failures of the image (not of
+  /// the URL, the signature, or the server's load).
+  private func fallback(for error: PipelineError, plan: RenderPlan, requestID: String) async -> ServedImage? {
+    guard let image = configuration.fallbackImage else { return nil }
+    let excluded: Set<PipelineError.Code> = [.badSignature, .overloaded, .cancelled, .invalidInput, .forbiddenDestination]
+    guard !excluded.contains(error.code) else { return nil }
+    let folder = (image as NSString).deletingLastPathComponent
+    let fallbackFetcher = Fetcher(roots: [folder.isEmpty ? "." : folder], allowedSchemes: ["file"])
+    let fallbackPlan = RenderPlan(source: ImageSource(path: image), stages: plan.stages, variesOnAccept: plan.variesOnAccept)
+    do {
+      let pipeline = try Pipeline<ImageSource, EncodedImage>(
+        StageGraph(name: "fallback", stages: [AnyStage(fallbackFetcher)] + fallbackPlan.stages))
+      let encoded = try await loader.load(fallbackPlan.source, pipeline: pipeline).value
+      return ServedImage(image: encoded, expiresAt: Date())
+    } catch {
+      logger.error(
+        "the fallback image failed", metadata: ["request": "\(requestID)", "error": "\(PipelineError.from(error).message)"])
+      return nil
+    }
+  }
+}

@@ -1,0 +1,75 @@
+import Darkroom
+import Foundation
+import HTTPTypes
+import Hummingbird
+import ServiceLifecycle
+
+extension ImageServer: Service {
+  /// Watches the presets until shutdown, then stops reporting ready and closes the result cache.
+  /// Run it in the application's service group (``addRoutes(to:)`` does not start it).
+  public func run() async throws {
+    if let presets {
+      await cancelWhenGracefulShutdown { await presets.watch() }
+    } else {
+      try? await gracefulShutdown()
+    }
+    beginDraining()
+    _ = try? await BlockingPool.shared.run { self.cache?.close() }
+  }
+}
+
+extension ImageServer {
+  /// Mounts the server on `router`: `GET`/`HEAD` for every image path, `/healthz` (alive),
+  /// `/readyz` (started and not draining) and `/metrics` (Prometheus text).
+  ///
+  /// A client that disconnects cancels its render, unless other requests share it.
+  public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
+    router.get("healthz") { _, _ in Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ok\n"))) }
+    router.get("readyz") { _, _ in
+      self.isReady
+        ? Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ready\n")))
+        : Response(status: .serviceUnavailable, body: .init(byteBuffer: ByteBuffer(string: "draining\n")))
+    }
+    router.get("metrics") { _, _ in
+      Response(
+        status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+        body: .init(byteBuffer: ByteBuffer(string: self.metrics.text())))
+    }
+    router.get("**") { request, _ in try await self.handle(request) }
+    router.head("**") { request, _ in try await self.handle(request) }
+  }
+
+  private func handle(_ request: Request) async throws -> Response {
+    let imageRequest = ImageRequest(
+      path: request.uri.path, isHead: request.method == .head, accept: request.headers[.accept],
+      ifNoneMatch: request.headers[.ifNoneMatch], requestID: Self.usableRequestID(request.headers[.init("X-Request-Id")!]))
+    // Cancels the task when the client hangs up; the connection's other requests are not
+    // disturbed (keep-alive stays on).
+    let answer = try await request.body.consumeWithCancellationOnInboundClose { _ in
+      await self.respond(to: imageRequest)
+    }
+    var headers = HTTPFields()
+    for (name, value) in answer.headers {
+      if let field = HTTPField.Name(name) { headers[field] = value }
+    }
+    let body: ResponseBody
+    if let bytes = answer.body {
+      body = ResponseBody(byteBuffer: bytes.withUnsafeBytes { ByteBuffer(bytes: $0) })
+    } else if let text = answer.text {
+      body = ResponseBody(byteBuffer: ByteBuffer(string: text))
+    } else {
+      body = ResponseBody()
+    }
+    return Response(status: HTTPResponse.Status(code: answer.status), headers: headers, body: body)
+  }
+
+  /// A client's request id, when it is short and plain (it is logged).
+  static func usableRequestID(_ value: String?) -> String? {
+    guard let value, !value.isEmpty, value.count <= 64,
+      value.unicodeScalars.allSatisfy({
+        $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0))
+      })
+    else { return nil }
+    return value
+  }
+}

@@ -1,0 +1,127 @@
+import Darkroom
+import Foundation
+import Logging
+
+/// An image server: thumbor URLs and presets in, images out, with a result cache, one render for
+/// identical concurrent requests, admission control and time limits that stop the work.
+///
+/// ``respond(to:)`` answers one request without any HTTP framework; ``addRoutes(to:)`` mounts
+/// it (with `/healthz`, `/readyz` and `/metrics`) on a Hummingbird router, which is what
+/// `darkroom serve` runs. Docs/Server.md describes the URLs, the headers and the error table.
+///
+/// ```swift
+/// var configuration = ServerConfiguration()
+/// configuration.origin = "https://images.example.com/"
+/// configuration.key = "secret"
+/// let server = try ImageServer(configuration: configuration)
+/// let router = Router()
+/// server.addRoutes(to: router)
+/// let app = Application(router: router, services: [server])
+/// try await app.runService()
+/// ```
+public final class ImageServer: Sendable {
+  public let configuration: ServerConfiguration
+  public let metrics: ServerMetrics
+  /// The presets, when ``ServerConfiguration/presets`` names a folder.
+  public let presets: PresetLibrary?
+  let logger: Logger
+  let loader: ImageLoader
+  let cache: ResultCache?
+  let gate: AdmissionGate
+  let renders = Coalescer<String, ServedImage>()
+  let operations: ThumborOperations
+  let policy: SourcePolicy
+  let thumborSigner: ThumborSignature?
+  let presetSigner: ThumborSignature?
+  let fetcher: Fetcher
+  let negotiation: FormatNegotiation
+  let draining = Protected(false)
+
+  /// A server with `configuration` (checked with ``ServerConfiguration/validate()``); logs go
+  /// to `logger`.
+  public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "darkroom.serve")) throws(PipelineError) {
+    try configuration.validate()
+    try Darkroom.bootstrap()
+    self.configuration = configuration
+    self.logger = logger
+    let metrics = ServerMetrics()
+    self.metrics = metrics
+    var loaderConfiguration = ImageLoader.Configuration()
+    loaderConfiguration.timeout = .milliseconds(Int((configuration.timeout * 1000).rounded()))
+    loaderConfiguration.networkLimit = max(8, configuration.concurrency * 2)
+    loader = ImageLoader(configuration: loaderConfiguration)
+    cache =
+      configuration.resultCache
+      ? try ResultCache(
+        memoryBytes: configuration.resultCacheBytes, diskDirectory: configuration.cacheDir,
+        diskBytes: configuration.diskCacheBytes) : nil
+    gate = AdmissionGate(limit: configuration.concurrency, queue: configuration.queue) { metrics.queueDepth($0) }
+    operations = ThumborOperations(configuration: configuration)
+    policy = SourcePolicy(configuration)
+    thumborSigner = configuration.key.map { ThumborSignature(key: $0) }
+    presetSigner = configuration.key.map { ThumborSignature(key: $0, algorithm: .sha256) }
+    negotiation = FormatNegotiation(preferred: configuration.preferredFormats)
+    var http = HTTPOptions()
+    http.maxBytes = configuration.maxSourceBytes
+    http.maxRedirects = 0
+    http.allowHosts = configuration.privateHosts
+    http.timeout = loaderConfiguration.timeout ?? .seconds(30)
+    fetcher = Fetcher(
+      maxBytes: configuration.maxSourceBytes, roots: configuration.root.map { [$0] } ?? [],
+      allowedSchemes: configuration.root == nil ? ["http", "https"] : ["http", "https", "file"],
+      transports: Fetcher.builtInTransports + [HTTPTransport(options: http)])
+    presets = configuration.presets.map { PresetLibrary(directory: $0, logger: logger) }
+    presets?.reload()
+  }
+
+  /// Whether the server takes requests: false once it drains for shutdown.
+  public var isReady: Bool { !draining.value }
+
+  /// Stops reporting ready (`/readyz` answers 503) while in-flight requests finish.
+  public func beginDraining() { draining.withLock { $0 = true } }
+
+  /// Answers one image request. Never throws: every failure is an error response (or the
+  /// fallback image), and the log line carries the detail.
+  public func respond(to request: ImageRequest) async -> ImageResponse {
+    let requestID = request.requestID ?? Self.makeRequestID()
+    let started = ContinuousClock.now
+    metrics.requestStarted()
+    var response = ImageResponse(status: 500)
+    var plan: RenderPlan?
+    do {
+      plan = try self.plan(for: request)
+    } catch {
+      // What is wrong with the URL is the client's own text: it is safe to say.
+      response = await failure(error, request: request, plan: nil, requestID: requestID, detail: error.message)
+    }
+    if let plan {
+      do {
+        response = try await answer(request, plan: plan, requestID: requestID)
+      } catch {
+        response = await failure(PipelineError.from(error), request: request, plan: plan, requestID: requestID)
+      }
+    }
+    response.headers.append(("X-Request-Id", requestID))
+    let elapsed = ContinuousClock.now - started
+    metrics.requestEnded(status: response.status, bytes: request.isHead ? 0 : response.bodyLength, duration: elapsed)
+    logger.info(
+      "request",
+      metadata: [
+        "request": "\(requestID)", "method": "\(request.isHead ? "HEAD" : "GET")", "path": "\(Self.redacted(request.path))",
+        "status": "\(response.status)", "bytes": "\(response.bodyLength)",
+        "ms": "\(Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000))",
+      ])
+    return response
+  }
+
+  /// The path with its signature replaced by `…` (access logs must not replay signed URLs).
+  package static func redacted(_ path: String) -> String {
+    let parts = path.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+    guard parts.count == 2, let rest = parts.last else { return String(path.prefix(2048)) }
+    let segments = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+    guard let first = segments.first, first != "unsafe", segments.count == 2 else { return String(path.prefix(2048)) }
+    return String(("/…/" + segments[1]).prefix(2048))
+  }
+
+  static func makeRequestID() -> String { String(UUID().uuidString.prefix(13)).lowercased() }
+}

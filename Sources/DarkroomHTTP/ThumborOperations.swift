@@ -1,0 +1,196 @@
+import Darkroom
+
+/// Turns a parsed thumbor URL into Darkroom stages: decode, crop, resize, pad, encode.
+///
+/// The filters that have a stage are `format`, `quality`, `fill`, `background_color`,
+/// `strip_icc`, `strip_exif` (Darkroom strips all metadata anyway), `no_upscale` and `upscale`.
+/// Any other filter, `trim` and flipping (a `-` before a size) answer 400 with "unsupported …".
+/// Sizes follow thumbor: the default mode fills the box and crops (upscaling unless
+/// `no_upscale()`), `fit-in` fits inside it (never upscaling unless `upscale()`), and a side of 0
+/// keeps the image's proportion.
+///
+/// ```swift
+/// let url = try ThumborURL(path: "/unsafe/fit-in/300x300/filters:format(webp)/a.jpg")
+/// let recipe = try ThumborOperations(configuration: configuration).stages(for: url, accept: nil)
+/// print(recipe.stages.map(\.kind))   // ["decode", "resize", "encode"]
+/// ```
+public struct ThumborOperations: Sendable {
+  /// The stages after the fetch, and whether the encoder's format came from `Accept`.
+  public struct Recipe: Sendable {
+    public var stages: [AnyStage]
+    public var variesOnAccept: Bool
+  }
+
+  /// The filters that have a stage.
+  public static let supportedFilters: Set<String> = [
+    "format", "quality", "fill", "background_color", "strip_icc", "strip_exif", "no_upscale", "upscale",
+  ]
+
+  private let configuration: ServerConfiguration
+  private let negotiation: FormatNegotiation
+
+  public init(configuration: ServerConfiguration) {
+    self.configuration = configuration
+    negotiation = FormatNegotiation(preferred: configuration.preferredFormats)
+  }
+
+  /// The stages for `url`, for a client that sent `accept`. Throws `invalidInput` for a filter
+  /// or an argument that cannot be done.
+  public func stages(for url: ThumborURL, accept: String?) throws(PipelineError) -> Recipe {
+    var settings = try FilterSettings(url.filters)
+    if url.trim { throw PipelineError(.invalidInput, "unsupported operation trim") }
+    if url.flipHorizontally || url.flipVertically {
+      throw PipelineError(.invalidInput, "unsupported operation flip (a - before the width or height)")
+    }
+    var stages = [AnyStage(ImageDecoder(maxPixels: configuration.maxPixels))]
+    if let crop = url.crop, crop != (0, 0, 0, 0) {
+      guard crop.right > crop.left, crop.bottom > crop.top else {
+        throw PipelineError(.invalidInput, "the crop's bottom-right corner must be below and right of its top-left corner")
+      }
+      stages.append(
+        AnyStage(Cropper(.pixels(x: crop.left, y: crop.top, width: crop.right - crop.left, height: crop.bottom - crop.top))))
+    }
+    stages += resize(url, settings: settings)
+    settings.quality = settings.quality ?? configuration.quality
+    let (format, varies) = encodeFormat(settings, accept: accept)
+    stages.append(AnyStage(ImageEncoder(format, background: settings.background ?? [255, 255, 255])))
+    return Recipe(stages: stages, variesOnAccept: varies)
+  }
+
+  private func resize(_ url: ThumborURL, settings: FilterSettings) -> [AnyStage] {
+    let width = url.width > 0 ? url.width : nil
+    let height = url.height > 0 ? url.height : nil
+    guard width != nil || height != nil else { return [] }
+    switch url.fit {
+    case .fill:
+      let upscale = settings.upscale ?? true
+      guard let width, let height else { return [AnyStage(Resizer(width: width, height: height, mode: .fit, upscale: upscale))] }
+      let anchor: Resizer.Anchor = url.smart ? .smart(.attention) : .gravity(Self.gravity(url))
+      return [AnyStage(Resizer(width: width, height: height, mode: .fill, upscale: upscale, crop: anchor))]
+    case .fitIn, .adaptiveFitIn, .fullFitIn:
+      let upscale = settings.upscale ?? false
+      var stages: [AnyStage]
+      switch url.fit {
+      case .adaptiveFitIn:
+        stages = [AnyStage(ThumborFit(mode: .adaptive, width: url.width, height: url.height, upscale: upscale))]
+      case .fullFitIn: stages = [AnyStage(ThumborFit(mode: .full, width: url.width, height: url.height, upscale: upscale))]
+      default: stages = [AnyStage(Resizer(width: width, height: height, mode: .fit, upscale: upscale))]
+      }
+      if let fill = settings.fill, let width, let height {
+        // thumbor's fill(): the box is padded to its size with the colour.
+        stages.append(
+          AnyStage(Resizer(width: width, height: height, mode: .center, crop: .gravity(Self.gravity(url)), background: fill)))
+      }
+      return stages
+    }
+  }
+
+  /// The encoder's format: the `format` filter's, or the negotiated one.
+  private func encodeFormat(_ settings: FilterSettings, accept: String?) -> (EncodeFormat, Bool) {
+    let quality = settings.quality ?? configuration.quality
+    if let named = settings.format { return (Self.format(named, quality: quality, qualityGiven: settings.qualityGiven), false) }
+    let choice = negotiation.choose(accept: accept, hasAlpha: false)
+    let varies = !negotiation.preferred.isEmpty
+    if negotiation.preferred.contains(choice.format) {
+      return (Self.format(choice.format, quality: quality, qualityGiven: settings.qualityGiven), varies)
+    }
+    return (.jpegOrPNG(quality: quality), varies)
+  }
+
+  static func format(_ format: ImageFormat, quality: Int, qualityGiven: Bool) -> EncodeFormat {
+    switch format {
+    case .png: .png()
+    case .webp: .webp(quality: quality)
+    // AVIF's scale is not JPEG's: its own default unless the URL names a quality.
+    case .avif, .heif: .avif(quality: qualityGiven ? quality : 50)
+    case .gif: .gif()
+    default: .jpeg(quality: quality)
+    }
+  }
+
+  static func gravity(_ url: ThumborURL) -> Gravity {
+    switch (url.horizontalAlignment, url.verticalAlignment) {
+    case ("left", "top"): .northwest
+    case ("center", "top"): .north
+    case ("right", "top"): .northeast
+    case ("left", "bottom"): .southwest
+    case ("center", "bottom"): .south
+    case ("right", "bottom"): .southeast
+    case ("left", _): .west
+    case ("right", _): .east
+    default: .centre
+    }
+  }
+}
+
+/// The settings the supported filters make.
+struct FilterSettings {
+  var format: ImageFormat?
+  var quality: Int?
+  var qualityGiven = false
+  var fill: [Double]?
+  var background: [Double]?
+  var upscale: Bool?
+
+  init(_ filters: [ThumborURL.Filter]) throws(PipelineError) {
+    for filter in filters {
+      let arguments = filter.arguments.map { $0.trimmingCharacters(in: .whitespaces) }
+      func expect(_ count: ClosedRange<Int>) throws(PipelineError) {
+        guard count.contains(arguments.count) else {
+          throw PipelineError(
+            .invalidInput,
+            "the filter \(filter.name) takes \(count.lowerBound)…\(count.upperBound) arguments, got \(arguments.count)")
+        }
+      }
+      switch filter.name {
+      case "format":
+        try expect(1...1)
+        let names: [String: ImageFormat] = ["jpeg": .jpeg, "jpg": .jpeg, "png": .png, "webp": .webp, "avif": .avif, "gif": .gif]
+        guard let format = names[arguments[0].lowercased()] else {
+          throw PipelineError(.invalidInput, "unsupported format \(arguments[0]); use jpeg, png, webp, avif or gif")
+        }
+        self.format = format
+      case "quality":
+        try expect(1...1)
+        guard let value = Int(arguments[0]), (0...100).contains(value) else {
+          throw PipelineError(.invalidInput, "the quality must be a whole number from 0 to 100, got \(arguments[0])")
+        }
+        quality = max(1, value)
+        qualityGiven = true
+      case "fill":
+        try expect(1...2)
+        fill = try Self.colour(arguments[0], filter: filter.name)
+      case "background_color":
+        try expect(1...1)
+        background = Array(try Self.colour(arguments[0], filter: filter.name).prefix(3))
+      case "strip_icc", "strip_exif":
+        // Darkroom strips every kind of metadata unless a preset keeps it.
+        try expect(0...0)
+      case "no_upscale":
+        try expect(0...0)
+        upscale = false
+      case "upscale":
+        try expect(0...0)
+        upscale = true
+      default:
+        throw PipelineError(.invalidInput, "unsupported filter \(filter.name)")
+      }
+    }
+  }
+
+  private static let named: [String: [Double]] = [
+    "white": [255, 255, 255, 255], "black": [0, 0, 0, 255], "red": [255, 0, 0, 255], "green": [0, 128, 0, 255],
+    "blue": [0, 0, 255, 255], "transparent": [0, 0, 0, 0],
+  ]
+
+  /// A colour as thumbor writes it: `ff0000`, `f00`, `ff000080`, or a few names.
+  static func colour(_ text: String, filter: String) throws(PipelineError) -> [Double] {
+    if let colour = named[text.lowercased()] { return colour }
+    let hex = text.hasPrefix("#") ? text : "#" + text
+    guard let colour = Color.parse(hex) else {
+      throw PipelineError(
+        .invalidInput, "the filter \(filter) needs a colour like ffffff or white, got \(text.prefix(32))")
+    }
+    return colour
+  }
+}

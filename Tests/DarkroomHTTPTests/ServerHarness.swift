@@ -1,0 +1,213 @@
+import Darkroom
+import DarkroomHTTPTestServer
+import DarkroomHTTP
+import DarkroomVipsTesting
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// An ImageServer in a real Hummingbird application on an ephemeral loopback port, in a service
+/// group that the test shuts down as SIGTERM would.
+final class RunningServer: Sendable {
+  let server: ImageServer
+  let port: Int
+  private let group: ServiceGroup
+  private let task: Task<Void, any Error>
+
+  private init(server: ImageServer, port: Int, group: ServiceGroup, task: Task<Void, any Error>) {
+    self.server = server
+    self.port = port
+    self.group = group
+    self.task = task
+  }
+
+  static func start(_ configuration: ServerConfiguration) async throws -> RunningServer {
+    var configuration = configuration
+    configuration.bind = "127.0.0.1:0"
+    let logger = Logger(label: "darkroom.serve.test")
+    let server = try ImageServer(configuration: configuration, logger: logger)
+    let router = Router()
+    server.addRoutes(to: router)
+    let (ports, portSink) = AsyncStream<Int>.makeStream()
+    let app = Application(
+      router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+      onServerRunning: { channel in
+        portSink.yield(channel.localAddress?.port ?? 0)
+        portSink.finish()
+      }, logger: logger)
+    var groupConfiguration = ServiceGroupConfiguration(
+      services: [.init(service: server), .init(service: app)], gracefulShutdownSignals: [], logger: logger)
+    groupConfiguration.maximumGracefulShutdownDuration = .seconds(20)
+    let group = ServiceGroup(configuration: groupConfiguration)
+    let task = Task { try await group.run() }
+    var port = 0
+    for await bound in ports { port = bound }
+    return RunningServer(server: server, port: port, group: group, task: task)
+  }
+
+  /// Shuts down gracefully (what SIGTERM does) and waits until the group has ended.
+  func stop() async throws {
+    await group.triggerGracefulShutdown()
+    try await task.value
+  }
+
+  func get(_ path: String, method: String = "GET", headers: [String: String] = [:]) async throws -> HTTPReply {
+    try await HTTPReply.fetch(port: port, path: path, method: method, headers: headers)
+  }
+
+  /// The value of a metric line (`darkroom_renders_total`) in `/metrics`.
+  func metric(_ line: String) async throws -> Double {
+    let text = String(decoding: try await get("/metrics").body, as: UTF8.self)
+    return text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+      ?? 0
+  }
+}
+
+/// A response read off a real socket: HTTP/1.1, one request per connection.
+struct HTTPReply: Sendable {
+  var status: Int
+  /// Header names lower-cased.
+  var headers: [String: String]
+  var body: [UInt8]
+
+  static func fetch(port: Int, path: String, method: String = "GET", headers: [String: String] = [:]) async throws -> HTTPReply {
+    var request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+    for (name, value) in headers { request += "\(name): \(value)\r\n" }
+    request += "\r\n"
+    let raw = try await RawSocket.exchange(port: port, request: Array(request.utf8))
+    return try parse(raw, head: method == "HEAD")
+  }
+
+  static func parse(_ raw: [UInt8], head: Bool) throws -> HTTPReply {
+    let separator: [UInt8] = [13, 10, 13, 10]
+    guard let end = raw.indices.first(where: { raw[$0...].starts(with: separator) }) else { throw RawSocket.Failure.short }
+    let lines = String(decoding: raw[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+    guard let statusLine = lines.first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") else {
+      throw RawSocket.Failure.short
+    }
+    var headers: [String: String] = [:]
+    for line in lines.dropFirst() {
+      guard let colon = line.firstIndex(of: ":") else { continue }
+      headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    var body = Array(raw[(end + 4)...])
+    if headers["transfer-encoding"] == "chunked" { body = dechunked(body) }
+    return HTTPReply(status: status, headers: headers, body: head ? [] : body)
+  }
+
+  static func dechunked(_ data: [UInt8]) -> [UInt8] {
+    var result: [UInt8] = []
+    var index = 0
+    while index < data.count {
+      guard let lineEnd = data[index...].firstIndex(of: 13),
+        let size = Int(String(decoding: data[index..<lineEnd], as: UTF8.self), radix: 16),
+        size > 0, lineEnd + 2 + size <= data.count
+      else { break }
+      result += data[(lineEnd + 2)..<(lineEnd + 2 + size)]
+      index = lineEnd + 2 + size + 2
+    }
+    return result
+  }
+}
+
+/// Blocking POSIX sockets on their own threads (never on the cooperative pool).
+enum RawSocket {
+  enum Failure: Error { case connect, short }
+
+  static func connect(port: Int) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard fd >= 0, connected == 0 else {
+      close(fd)
+      throw Failure.connect
+    }
+    return fd
+  }
+
+  static func send(_ fd: Int32, _ bytes: [UInt8]) {
+    var sent = 0
+    while sent < bytes.count {
+      let wrote = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+      if wrote <= 0 { return }
+      sent += wrote
+    }
+  }
+
+  static func readAll(_ fd: Int32) -> [UInt8] {
+    var result: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+      let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if count <= 0 { break }
+      result += buffer[..<count]
+    }
+    return result
+  }
+
+  /// Sends `request` and reads until the server closes.
+  static func exchange(port: Int, request: [UInt8]) async throws -> [UInt8] {
+    try await onThread {
+      let fd = try connect(port: port)
+      defer { close(fd) }
+      send(fd, request)
+      return readAll(fd)
+    }
+  }
+
+  static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+      let thread = Thread { continuation.resume(with: Result { try body() }) }
+      thread.stackSize = 1 << 20
+      thread.start()
+    }
+  }
+}
+
+/// Images the tests serve: made by the project itself with libvips.
+enum ServedFixtures {
+  static func jpeg(width: Int = 640, height: Int = 480) throws -> [UInt8] {
+    Array(try TestImages.encoded(.jpeg(quality: 90), width: width, height: height).data)
+  }
+
+  static func png(width: Int = 64, height: Int = 64, alpha: Bool) throws -> [UInt8] {
+    Array(try TestImages.encoded(.png(), width: width, height: height, alpha: alpha).data)
+  }
+
+  /// A configuration reading from `origin` (a loopback test server), unsafe URLs on.
+  static func configuration(origin: String) -> ServerConfiguration {
+    var configuration = ServerConfiguration()
+    configuration.origin = origin
+    configuration.privateHosts = ["127.0.0.1"]
+    configuration.allowUnsafe = true
+    return configuration
+  }
+
+  /// An origin serving `images` small JPEGs (`/0.jpg`, `/1.jpg`, …), each after `delay`.
+  static func slowOrigin(images: Int, delay: Duration) async throws -> TestHTTPServer {
+    let origin = try await TestHTTPServer.start()
+    let body = try jpeg(width: 64, height: 64)
+    for index in 0..<images {
+      origin.setRoute("/\(index).jpg", .slowHeaders(delay: delay, then: .ok(body: body, contentType: "image/jpeg")))
+    }
+    return origin
+  }
+
+  /// A fresh temporary folder.
+  static func folder() throws -> String {
+    let path = NSTemporaryDirectory() + "darkroom-serve-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+  }
+}
