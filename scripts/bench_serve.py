@@ -99,13 +99,16 @@ ALLOWED_SOURCES = []
 
 # ---------------------------------------------------------------- darkroom serve
 
-def start_darkroom(binary, work, port, name, result_cache):
+def start_darkroom(binary, work, port, name, result_cache, log_level=None):
     config = os.path.join(work, f'{name}.json')
     with open(config, 'w') as f:
-        json.dump({'resultCache': result_cache, 'privateHosts': ['127.0.0.1'], 'quality': 80}, f)
+        # allowUnsafe in the file as well as the flag: the file is validated on its own before flags apply
+        json.dump({'resultCache': result_cache, 'privateHosts': ['127.0.0.1'], 'quality': 80, 'allowUnsafe': True,
+                   'allowHosts': ['127.0.0.1']}, f)  # an absolute image URL must name an allowed host
     log = open(os.path.join(work, f'{name}.log'), 'w')
-    proc = subprocess.Popen([binary, 'serve', '--bind', f'127.0.0.1:{port}', '--allow-unsafe', '--config', config],
-                            stdout=log, stderr=subprocess.STDOUT)
+    level = ['--log-level', log_level] if log_level else []
+    command = [binary, 'serve', '--bind', f'127.0.0.1:{port}', '--allow-unsafe', '--config', config] + level
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     if not wait_http(f'http://127.0.0.1:{port}/healthz', proc):
         proc.kill()
         sys.exit(f'darkroom serve did not start:\n{tail(log.name)}')
@@ -275,7 +278,7 @@ def summarize(runs):
     med = lambda k: statistics.median(r[k] for r in runs) if all(r[k] is not None for r in runs) else None
     return {'rps': med('rps'), 'p50_ms': med('p50_ms'), 'p95_ms': med('p95_ms'), 'p99_ms': med('p99_ms'),
             'cpu_ms_per_request': med('cpu_ms_per_request'), 'requests': sum(r['requests'] for r in runs),
-            'errors': sum(r['errors'] + r['non_2xx'] for r in runs), 'rounds': runs}
+            'socket_errors': sum(r['errors'] for r in runs), 'non_2xx': sum(r['non_2xx'] for r in runs), 'rounds': runs}
 
 
 # ---------------------------------------------------------------- many concurrent requests for one URL
@@ -351,6 +354,8 @@ def main():
     ap.add_argument('--duration', type=int, default=10, help='seconds per wrk run')
     ap.add_argument('--storm', type=int, default=1000, help='concurrent requests for one uncached URL')
     ap.add_argument('--json', help='also write the figures to this file')
+    ap.add_argument('--darkroom-log-level', help="darkroom serve's --log-level (default: its own, info, with the "
+                    "access log; thumbor runs at its default, warning)")
     a = ap.parse_args()
     if not a.peers_only and not a.darkroom:
         ap.error('DARKROOM_BINARY is needed unless --peers-only')
@@ -387,7 +392,8 @@ def main():
         servers = {'thumbor': (thumbor_port, start_thumbor(python, work, thumbor_port))}
         procs.append(servers['thumbor'][1])
         if not a.peers_only:
-            servers['darkroom'] = (darkroom_port, start_darkroom(a.darkroom, work, darkroom_port, 'darkroom', False))
+            proc = start_darkroom(a.darkroom, work, darkroom_port, 'darkroom', False, a.darkroom_log_level)
+            servers['darkroom'] = (darkroom_port, proc)
             procs.append(servers['darkroom'][1])
         sizes, thumbor_jpegs = {}, None
         for name, (port, _) in servers.items():
@@ -422,7 +428,7 @@ def main():
         # -- result-cache hits against nginx serving the same bytes as static files (JPEG)
         cached = None
         if not a.peers_only:
-            cached = start_darkroom(a.darkroom, work, free_port(), 'darkroom-cached', True)
+            cached = start_darkroom(a.darkroom, work, free_port(), 'darkroom-cached', True, a.darkroom_log_level)
             procs.append(cached)
             cached_port = int(cached.args[cached.args.index('--bind') + 1].rsplit(':', 1)[1])
             bodies = fetch_all(cached_port, paths('jpeg'), 'jpeg')
@@ -431,7 +437,8 @@ def main():
             hits = delta(metric(cached_port, 'darkroom_result_cache_hits_total'), hits0)
             report['cache_check'] = {'hits_on_second_pass': hits, 'same_bytes': again == bodies}
             if hits is not None and hits < len(names):
-                print(f'note: the second pass over {len(names)} URLs counted {hits:.0f} result-cache hits', file=sys.stderr)
+                print(f'note: the second pass over {len(names)} URLs counted {hits:.0f} result-cache hits',
+                      file=sys.stderr)
         else:
             bodies = thumbor_jpegs  # no darkroom: nginx serves thumbor's bytes, for its own figure
         for i, body in enumerate(bodies):
@@ -467,7 +474,7 @@ def main():
             sport, sproc = thumbor_port, servers['thumbor'][1]
         else:
             sport = free_port()
-            sproc = start_darkroom(a.darkroom, work, sport, 'darkroom-storm', True)
+            sproc = start_darkroom(a.darkroom, work, sport, 'darkroom-storm', True, a.darkroom_log_level)
             procs.append(sproc)
         before = origin_count(work, origin_path)
         renders0 = metric(sport, 'darkroom_renders_total') if not a.peers_only else 0
@@ -496,18 +503,20 @@ def print_report(rep, peers_only):
     fmt_ms = lambda v: '-' if v is None else f'{v:.1f}'
     print(f'\n## darkroom serve vs thumbor {rep["thumbor_version"]}: {rep["photos"]} photos (set50) -> fit-in 512x512, '
           f'quality 80, no caches, 2 connections\n')
-    print('| format | server | req/s | vs thumbor | p50 ms | p95 ms | p99 ms | peak RSS MB | CPU ms/req | mean bytes | errors |')
-    print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    print('| format | server | req/s | vs thumbor | p50 ms | p95 ms | p99 ms | peak RSS MB | CPU ms/req | mean bytes '
+          '| non-2xx | socket errors |')
+    print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for r in rep['uncached']:
         print(f'| {r["format"]} | {r["server"]} | {r["rps"]:.1f} | {r["vs_thumbor"]:.2f}x | {fmt_ms(r["p50_ms"])} | '
-              f'{fmt_ms(r["p95_ms"])} | {fmt_ms(r["p99_ms"])} | {r["peak_rss_mb"]:.0f} | {fmt_ms(r["cpu_ms_per_request"])} | '
-              f'{r["mean_bytes"]:.0f} | {r["errors"]} |')
+              f'{fmt_ms(r["p95_ms"])} | {fmt_ms(r["p99_ms"])} | {r["peak_rss_mb"]:.0f} | '
+              f'{fmt_ms(r["cpu_ms_per_request"])} | '
+              f'{r["mean_bytes"]:.0f} | {r["non_2xx"]} | {r["socket_errors"]} |')
     print(f'\n## result-cache hits (JPEG) vs nginx serving the same bytes as static files\n')
-    print('| server | req/s | vs nginx | p50 ms | p95 ms | p99 ms | CPU ms/req | errors |')
-    print('|---|---:|---:|---:|---:|---:|---:|---:|')
+    print('| server | req/s | vs nginx | p50 ms | p95 ms | p99 ms | CPU ms/req | non-2xx | socket errors |')
+    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
     for r in rep['cache_hits']:
         print(f'| {r["server"]} | {r["rps"]:.0f} | {r["vs_nginx"]:.2f}x | {r["p50_ms"]:.2f} | {r["p95_ms"]:.2f} | '
-              f'{r["p99_ms"]:.2f} | {fmt_ms(r["cpu_ms_per_request"])} | {r["errors"]} |')
+              f'{r["p99_ms"]:.2f} | {fmt_ms(r["cpu_ms_per_request"])} | {r["non_2xx"]} | {r["socket_errors"]} |')
     s = rep['storm']
     print(f'\n## {s["requests"]} concurrent requests for one uncached URL ({s["server"]})\n')
     renders = '-' if s['renders'] is None else f'{s["renders"]:.0f}'
@@ -532,6 +541,10 @@ def print_report(rep, peers_only):
           and s['renders'] == 1)
     goals.append((f'{s["requests"]} concurrent: 1 origin request, 1 render', ok,
                   f'{s["origin_requests"]} origin, {renders} renders, {s["statuses"]}'))
+    mine = [r for r in rep['uncached'] + rep['cache_hits'] if r['server'].startswith('darkroom')]
+    bad = sum(r['non_2xx'] for r in mine), sum(r['socket_errors'] for r in mine)
+    goals.append(('every wrk request 2xx, connections kept alive', bad == (0, 0),
+                  f'{bad[0]} non-2xx, {bad[1]} socket errors (wrk counts a connection the server closes as one)'))
     rep['goals'] = [{'goal': g, 'pass': p, 'measured': m} for g, p, m in goals]
     print('\n| goal | measured | |\n|---|---|:-:|')
     for g, p, m in goals:
