@@ -99,6 +99,7 @@ bench: release
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_cache.py $(CURDIR)/.build/release/darkroom $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_loader.py $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench
 	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_memory.py $(CURDIR)/.build/release/darkroom
+	DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_serve.py $(CURDIR)/.build/release/darkroom
 
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps

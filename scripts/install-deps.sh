@@ -2,7 +2,8 @@
 # Installs the Debian packages Darkroom needs, when they are missing.
 #   scripts/install-deps.sh           build and test dependencies (libvips-dev, libcurl4-openssl-dev,
 #                                     libsqlite3-dev for the disk cache index, zlib1g-dev for checksums)
-#   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, Pillow)
+#   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, Pillow; nginx,
+#                                     wrk and python3-venv for bench_serve.py, which puts thumbor in a venv)
 #   scripts/install-deps.sh --profile plus valgrind (scripts/link-order.sh profiles the release runner)
 set -euo pipefail
 packages=()
@@ -19,6 +20,8 @@ if [ "${1:-}" = "--bench" ]; then
   [ -x /usr/bin/convert-im6.q16 ] || [ -x /usr/bin/convert ] && /usr/bin/convert -version 2>/dev/null | grep -q ImageMagick || packages+=(imagemagick)
   command -v nginx >/dev/null || packages+=(nginx-light)
   command -v curl >/dev/null || packages+=(curl)
+  command -v wrk >/dev/null || packages+=(wrk)
+  python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
 fi
 if [ ${#packages[@]} -gt 0 ]; then
   sudo=""
