@@ -101,10 +101,10 @@ struct ServeCommand: AsyncParsableCommand {
       Terminal.error("warning: preset \(name) does not validate: \(problem.message)")
     }
     guard let (host, port) = settings.address else { throw ExitStatus.invalidPipeline }
-    let router = Router()
+    let router = Router(context: ImageServerContext.self)
     server.addRoutes(to: router)
     let app = Application(
-      router: router,
+      router: router, server: .http1(additionalChannelHandlers: [server.connections.makeHandler()]),
       configuration: .init(address: .hostname(host, port: port), serverName: "darkroom"),
       onServerRunning: { channel in
         let bound = channel.localAddress?.port ?? port

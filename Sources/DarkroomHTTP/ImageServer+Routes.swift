@@ -22,7 +22,9 @@ extension ImageServer {
   /// Mounts the server on `router`: `GET`/`HEAD` for every image path, `/healthz` (alive),
   /// `/readyz` (started and not draining) and `/metrics` (Prometheus text).
   ///
-  /// A client that disconnects cancels its render, unless other requests share it.
+  /// With ``ImageServerContext`` as the router's context and ``connections``' handler on every
+  /// connection, a client that hangs up cancels its render, unless other requests share it;
+  /// keep-alive stays on.
   public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
     router.get("healthz") { _, _ in Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ok\n"))) }
     router.get("readyz") { _, _ in
@@ -35,20 +37,25 @@ extension ImageServer {
         status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
         body: .init(byteBuffer: ByteBuffer(string: self.metrics.text())))
     }
-    router.get("**") { request, _ in try await self.handle(request) }
-    router.head("**") { request, _ in try await self.handle(request) }
+    router.get("**") { request, context in await self.handle(request, connection: Self.connection(of: context)) }
+    router.head("**") { request, context in await self.handle(request, connection: Self.connection(of: context)) }
   }
 
-  private func handle(_ request: Request) async throws -> Response {
+  private static func connection(of context: some RequestContext) -> ObjectIdentifier? {
+    (context as? ImageServerContext)?.connection
+  }
+
+  private func handle(_ request: Request, connection: ObjectIdentifier?) async -> Response {
     let imageRequest = ImageRequest(
       path: request.uri.path, isHead: request.method == .head, accept: request.headers[.accept],
       ifNoneMatch: request.headers[.ifNoneMatch],
       requestID: Self.requestIDField.flatMap { Self.usableRequestID(request.headers[$0]) })
-    // Cancels the task when the client hangs up; the connection's other requests are not
-    // disturbed (keep-alive stays on).
-    let answer = try await request.body.consumeWithCancellationOnInboundClose { _ in
-      await self.respond(to: imageRequest)
-    }
+    let answer =
+      if let connection {
+        await connections.run(on: connection) { await self.respond(to: imageRequest) }
+      } else {
+        await respond(to: imageRequest)
+      }
     var headers = HTTPFields()
     for (name, value) in answer.headers {
       if let field = HTTPField.Name(name) { headers[field] = value }

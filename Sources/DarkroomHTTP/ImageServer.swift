@@ -36,6 +36,8 @@ public final class ImageServer: Sendable {
   let fetcher: Fetcher
   let negotiation: FormatNegotiation
   let draining = Protected(false)
+  /// Which connections have hung up (put its handler on every connection; see ``addRoutes(to:)``).
+  public let connections = ConnectionWatch()
 
   /// A server with `configuration` (checked with ``ServerConfiguration/validate()``); logs go
   /// to `logger`.

@@ -164,9 +164,16 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
   }
 
   /// Checks the settings as a whole (the file's and the flags'): throws `invalidDefinition`
-  /// listing every problem.
+  /// listing every problem. Reading a file checks each setting; this also checks that a URL can
+  /// be served at all (a key, or unsafe URLs allowed).
   public func validate() throws(PipelineError) {
-    let problems = Settings(self).problems()
+    var problems = Settings(self).problems()
+    // Checked on the whole (a file may leave the key to a flag), not when a file is read.
+    if key == nil, !allowUnsafe {
+      problems.append(
+        OptionProblem(
+          option: "key", "no URL could be served: give a key to sign URLs with (--key), or allow unsafe URLs (--allow-unsafe)"))
+    }
     guard !problems.isEmpty else { return }
     throw PipelineDefinition.combined(
       problems.map { .init(code: .invalidDefinition, path: $0.option ?? "", message: $0.message) })
@@ -222,12 +229,6 @@ extension ServerConfiguration {
         if let folder, folder.isEmpty { problems.append(OptionProblem(option: name, "give a folder, not an empty string")) }
       }
       if let key = settings.key, key.isEmpty { problems.append(OptionProblem(option: "key", "the key is empty")) }
-      if settings.key == nil, !settings.allowUnsafe {
-        problems.append(
-          OptionProblem(
-            option: "key",
-            "no URL could be served: give a key to sign URLs with (--key), or allow unsafe URLs (--allow-unsafe)"))
-      }
       return problems
     }
   }

@@ -29,6 +29,11 @@ struct ServeCommandTests {
     // Flags override the file, and are checked too.
     let flagged = try await Runner.run(["serve", "--config", good, "--bind", "localhost:99999", "--check-config"])
     #expect(flagged.status == 2 && flagged.stderr.contains("bind"))
+    // The file leaves unsafe URLs to the command line.
+    let open = folder + "/open.json"
+    try #"{"root": "/srv/images"}"#.write(toFile: open, atomically: true, encoding: .utf8)
+    #expect(try await Runner.run(["serve", "--config", open, "--allow-unsafe", "--check-config"]).status == 0)
+    #expect(try await Runner.run(["serve", "--config", open, "--check-config"]).status == 2)
     let missing = try await Runner.run(["serve", "--config", folder + "/none.json", "--check-config"])
     #expect(missing.status == 2 && missing.stderr.contains("does not exist"))
   }

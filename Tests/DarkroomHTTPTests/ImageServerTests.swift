@@ -5,8 +5,8 @@ import Foundation
 import Testing
 
 /// Polls `condition` until it holds or `timeout` passes (a bounded wait for another process's
-/// or thread's progress; each poll yields for 10 ms).
-func eventually(timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws -> Bool {
+/// or thread's progress, generous for a loaded CI machine; each poll yields for 10 ms).
+func eventually(timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws -> Bool {
   let deadline = ContinuousClock.now + timeout
   while ContinuousClock.now < deadline {
     if try await condition() { return true }

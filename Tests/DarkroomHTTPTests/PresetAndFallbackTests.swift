@@ -109,7 +109,12 @@ struct PresetAndFallbackTests {
     let semantic = #expect(throws: PipelineError.self) {
       try ServerConfiguration.load(json: #"{"bind": "nowhere", "formats": ["webp", "bmp"], "allowHosts": ["a b"]}"#)
     }
-    #expect(Set(semantic?.issues.map(\.path) ?? []) == ["bind", "formats[1]", "allowHosts[0]", "key"])
+    #expect(Set(semantic?.issues.map(\.path) ?? []) == ["bind", "formats[1]", "allowHosts[0]"])
+    // A file may leave the key to a flag: that is checked on the whole.
+    var keyless = try ServerConfiguration.load(json: #"{"origin": "https://images.example/"}"#)
+    #expect(throws: PipelineError.self) { try keyless.validate() }
+    keyless.allowUnsafe = true
+    try keyless.validate()
     let good = try ServerConfiguration.load(json: #"{"origin": "https://images.example/", "key": "k", "concurrency": 3}"#)
     #expect(good.concurrency == 3 && good.bind == "127.0.0.1:8080" && good.formats == ["avif", "webp"])
     #expect(ServerConfiguration().maxAge == 86_400)

@@ -32,11 +32,12 @@ final class RunningServer: Sendable {
     configuration.bind = "127.0.0.1:0"
     let logger = Logger(label: "darkroom.serve.test")
     let server = try ImageServer(configuration: configuration, logger: logger)
-    let router = Router()
+    let router = Router(context: ImageServerContext.self)
     server.addRoutes(to: router)
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = Application(
-      router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+      router: router, server: .http1(additionalChannelHandlers: [server.connections.makeHandler()]),
+      configuration: .init(address: .hostname("127.0.0.1", port: 0)),
       onServerRunning: { channel in
         portSink.yield(channel.localAddress?.port ?? 0)
         portSink.finish()
@@ -165,6 +166,37 @@ enum RawSocket {
       result += buffer[..<count]
     }
     return result
+  }
+
+  /// Sends one GET per path on one kept-alive connection, each after the previous answer has
+  /// been read (by its Content-Length); the answers, and whether the server kept the connection
+  /// open to the end.
+  static func keepAlive(port: Int, paths: [String]) async throws -> (replies: [HTTPReply], stayedOpen: Bool) {
+    try await onThread {
+      let fd = try connect(port: port)
+      defer { close(fd) }
+      var replies: [HTTPReply] = []
+      var pending: [UInt8] = []
+      var buffer = [UInt8](repeating: 0, count: 65_536)
+      for path in paths {
+        send(fd, Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        while true {
+          if let reply = try? HTTPReply.parse(pending, head: false),
+            let length = reply.headers["content-length"].flatMap(Int.init),
+            reply.body.count >= length
+          {
+            let headLength = pending.count - reply.body.count
+            replies.append(HTTPReply(status: reply.status, headers: reply.headers, body: Array(reply.body.prefix(length))))
+            pending.removeFirst(headLength + length)
+            break
+          }
+          let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+          if count <= 0 { return (replies, false) }
+          pending += buffer[..<count]
+        }
+      }
+      return (replies, true)
+    }
   }
 
   /// Sends `request` and reads until the server closes.

@@ -107,6 +107,20 @@ struct ServerLoadTests {
     try await origin.shutdown()
   }
 
+  @Test("a connection stays open for the next request (keep-alive), for renders, hits and errors alike")
+  func keepAlive() async throws {
+    let origin = try await ServedFixtures.slowOrigin(images: 2, delay: .zero)
+    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
+    let paths = [
+      "/unsafe/40x40/0.jpg", "/unsafe/40x40/0.jpg", "/unsafe/40x40/1.jpg", "/unsafe/filters:blur(1)/0.jpg", "/healthz",
+    ]
+    let (replies, stayedOpen) = try await RawSocket.keepAlive(port: running.port, paths: paths)
+    #expect(stayedOpen)
+    #expect(replies.map(\.status) == [200, 200, 200, 400, 200])
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
   @Test("a client that hangs up leaves a render it shares to the others")
   func sharedDisconnect() async throws {
     let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .milliseconds(600))
@@ -128,7 +142,9 @@ struct ServerLoadTests {
   @Test("shutdown finishes every response in flight, then stops")
   func gracefulShutdown() async throws {
     let origin = try await ServedFixtures.slowOrigin(images: 4, delay: .milliseconds(500))
-    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
+    var configuration = ServedFixtures.configuration(origin: origin.baseURL)
+    configuration.concurrency = 4  // all four in flight at once
+    let running = try await RunningServer.start(configuration)
     let replies = Task {
       try await withThrowingTaskGroup(of: HTTPReply.self) { group in
         for index in 0..<4 { group.addTask { try await running.get("/unsafe/32x32/\(index).jpg") } }

@@ -1,0 +1,113 @@
+import Darkroom
+import Hummingbird
+import NIOCore
+
+/// Tells an ``ImageServer`` when a client can send no more on its connection (it hung up), so
+/// that the renders it waits for are cancelled, unless other requests share them.
+///
+/// Hummingbird's own way (`consumeWithCancellationOnInboundClose`) reads ahead on the connection
+/// and closes it after the response, which turns keep-alive off. This watch reads nothing: a
+/// channel handler on each connection (``makeHandler()``) reports the end of its input, and the
+/// requests that run in an ``ImageServerContext`` are cancelled then.
+///
+/// ```swift
+/// let router = Router(context: ImageServerContext.self)
+/// server.addRoutes(to: router)
+/// let app = Application(
+///   router: router, server: .http1(additionalChannelHandlers: [server.connections.makeHandler()]))
+/// ```
+public final class ConnectionWatch: Sendable {
+  private struct Entry {
+    var closed = false
+    var waiters: [UInt64: @Sendable () -> Void] = [:]
+  }
+  private struct State {
+    var entries: [ObjectIdentifier: Entry] = [:]
+    var next: UInt64 = 0
+  }
+  private let state = Protected(State())
+
+  public init() {}
+
+  /// The handler to put on every connection (Hummingbird's `additionalChannelHandlers`).
+  public func makeHandler() -> any RemovableChannelHandler { Handler(watch: self) }
+
+  /// Connections with a request waiting or an input that has ended (for tests and diagnostics).
+  public var trackedConnections: Int { state.withLock { $0.entries.count } }
+
+  /// Runs `body` in a task of its own that is cancelled when `connection`'s input ends (or when
+  /// the calling task is cancelled).
+  func run<T: Sendable>(on connection: ObjectIdentifier, _ body: @escaping @Sendable () async -> T) async -> T {
+    let task = Task { await body() }
+    let token: UInt64? = state.withLock { state in
+      if state.entries[connection]?.closed == true { return nil }
+      state.next += 1
+      state.entries[connection, default: Entry()].waiters[state.next] = { task.cancel() }
+      return state.next
+    }
+    if token == nil { task.cancel() }
+    defer {
+      if let token {
+        state.withLock { state in
+          state.entries[connection]?.waiters[token] = nil
+          if let entry = state.entries[connection], entry.waiters.isEmpty, !entry.closed { state.entries[connection] = nil }
+        }
+      }
+    }
+    return await withTaskCancellationHandler {
+      await task.value
+    } onCancel: {
+      task.cancel()
+    }
+  }
+
+  /// The connection's input ended: its requests are cancelled, and later ones at once.
+  fileprivate func inputEnded(_ connection: ObjectIdentifier) {
+    let waiters = state.withLock { state -> [@Sendable () -> Void] in
+      state.entries[connection, default: Entry()].closed = true
+      defer { state.entries[connection]?.waiters = [:] }
+      return Array(state.entries[connection]?.waiters.values ?? [:].values)
+    }
+    for cancel in waiters { cancel() }
+  }
+
+  /// The connection is gone: it is forgotten.
+  fileprivate func ended(_ connection: ObjectIdentifier) {
+    inputEnded(connection)
+    state.withLock { $0.entries[connection] = nil }
+  }
+
+  private final class Handler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    let watch: ConnectionWatch
+
+    init(watch: ConnectionWatch) { self.watch = watch }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+      if case .inputClosed? = event as? ChannelEvent { watch.inputEnded(ObjectIdentifier(context.channel)) }
+      context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+      watch.ended(ObjectIdentifier(context.channel))
+      context.fireChannelInactive()
+    }
+  }
+}
+
+/// The request context of an ``ImageServer``'s router: Hummingbird's basic context and the
+/// connection, so that a client that hangs up cancels its render (see ``ConnectionWatch``).
+///
+/// ```swift
+/// let router = Router(context: ImageServerContext.self)
+/// ```
+public struct ImageServerContext: RequestContext {
+  public var coreContext: CoreRequestContextStorage
+  /// The connection the request came on.
+  let connection: ObjectIdentifier?
+
+  public init(source: ApplicationRequestContextSource) {
+    coreContext = .init(source: source)
+    connection = ObjectIdentifier(source.channel)
+  }
+}
