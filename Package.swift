@@ -68,7 +68,8 @@ let package = Package(
       name: "DarkroomHTTP",
       dependencies: [
         "Darkroom", .product(name: "Crypto", package: "swift-crypto"),
-        .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdCore", package: "hummingbird"),
+        .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

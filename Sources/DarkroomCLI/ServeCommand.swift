@@ -104,7 +104,7 @@ struct ServeCommand: AsyncParsableCommand {
     let router = Router(context: ImageServerContext.self)
     server.addRoutes(to: router)
     let app = Application(
-      router: router, server: .http1(additionalChannelHandlers: [server.connections.makeHandler()]),
+      router: router, server: server.serverBuilder,
       configuration: .init(address: .hostname(host, port: port), serverName: "darkroom"),
       onServerRunning: { channel in
         let bound = channel.localAddress?.port ?? port

@@ -21,7 +21,9 @@ struct ByteBudgetEncoder: Stage {
   func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
     let held = input.with(try input.image.materialized())
     let first = try encoder.encode(held)
-    guard first.bytes.count > maxBytes, let start = Self.quality(of: encoder.format), start > 1 else { return first }
+    // What the format is for this image: `jpegOrPNG` is PNG (lossless) for an image with alpha.
+    let concrete = encoder.format.resolved(for: held.sourceFormat, hasAlpha: held.image.hasAlpha)
+    guard first.bytes.count > maxBytes, let start = Self.quality(of: concrete), start > 1 else { return first }
     var best: EncodedImage?
     var smallest = first
     var low = 1
@@ -29,7 +31,7 @@ struct ByteBudgetEncoder: Stage {
     while low <= high {
       let quality = (low + high) / 2
       var attempt = encoder
-      attempt.format = Self.format(encoder.format, quality: quality)
+      attempt.format = Self.format(concrete, quality: quality)
       let encoded = try attempt.encode(held)
       if encoded.bytes.count < smallest.bytes.count { smallest = encoded }
       if encoded.bytes.count <= maxBytes {

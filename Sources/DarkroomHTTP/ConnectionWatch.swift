@@ -13,8 +13,7 @@ import NIOCore
 /// ```swift
 /// let router = Router(context: ImageServerContext.self)
 /// server.addRoutes(to: router)
-/// let app = Application(
-///   router: router, server: .http1(additionalChannelHandlers: [server.connections.makeHandler()]))
+/// let app = Application(router: router, server: server.serverBuilder)   // puts makeHandler() on each connection
 /// ```
 public final class ConnectionWatch: Sendable {
   private struct Entry {
@@ -37,8 +36,8 @@ public final class ConnectionWatch: Sendable {
 
   /// Runs `body` in a task of its own that is cancelled when `connection`'s input ends (or when
   /// the calling task is cancelled).
-  func run<T: Sendable>(on connection: ObjectIdentifier, _ body: @escaping @Sendable () async -> T) async -> T {
-    let task = Task { await body() }
+  func run<T: Sendable>(on connection: ObjectIdentifier, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let task = Task { try await body() }
     let token: UInt64? = state.withLock { state in
       if state.entries[connection]?.closed == true { return nil }
       state.next += 1
@@ -54,8 +53,8 @@ public final class ConnectionWatch: Sendable {
         }
       }
     }
-    return await withTaskCancellationHandler {
-      await task.value
+    return try await withTaskCancellationHandler {
+      try await task.value
     } onCancel: {
       task.cancel()
     }

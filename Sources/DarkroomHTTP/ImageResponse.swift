@@ -45,6 +45,9 @@ public struct ImageRequest: Sendable {
   public var ifNoneMatch: String?
   /// The client's `X-Request-Id`, when it sent a usable one; else the server makes one.
   public var requestID: String?
+  /// The connection it came on, when the server can tell that the client hung up (a render is
+  /// cancelled then; see ``ConnectionWatch``).
+  var connection: ObjectIdentifier?
 
   public init(path: String, isHead: Bool = false, accept: String? = nil, ifNoneMatch: String? = nil, requestID: String? = nil) {
     self.path = path

@@ -92,7 +92,16 @@ extension ImageServer {
       }
       metrics.cacheMiss()
     }
-    let served = try await render(plan, key: key, identity: identity, requestID: requestID)
+    // Only a render waits long enough to be worth cancelling when the client hangs up; a hit
+    // is answered without a task of its own.
+    let served =
+      if let connection = request.connection {
+        try await connections.run(on: connection) {
+          try await self.render(plan, key: key, identity: identity, requestID: requestID)
+        }
+      } else {
+        try await render(plan, key: key, identity: identity, requestID: requestID)
+      }
     return ok(served, request: request, plan: plan)
   }
 
@@ -116,8 +125,11 @@ extension ImageServer {
         do {
           let image = try await operation.value
           let maxAge = min(self.configuration.maxAge, freshness.maxAge ?? .max)
-          let served = ServedImage(image: image, expiresAt: Date() + TimeInterval(maxAge))
-          if let key, let identity, maxAge > 0 { await self.cache?.store(served, key: key, source: identity) }
+          var served = ServedImage(image: image, expiresAt: Date() + TimeInterval(maxAge))
+          // A source that is private to its client, or varies on what no key holds, is never
+          // kept for other callers: only its own client may keep the answer.
+          served.isPrivate = !freshness.shareable
+          if let key, let identity, maxAge > 0, !served.isPrivate { await self.cache?.store(served, key: key, source: identity) }
           return served
         } catch {
           var located = PipelineError.from(error)
@@ -132,7 +144,8 @@ extension ImageServer {
 
   func ok(_ served: ServedImage, request: ImageRequest, plan: RenderPlan) -> ImageResponse {
     var headers: [(name: String, value: String)] = [
-      ("ETag", served.etag), ("Cache-Control", "public, max-age=\(served.maxAge(now: Date()))"),
+      ("ETag", served.etag),
+      ("Cache-Control", "\(served.isPrivate ? "private" : "public"), max-age=\(served.maxAge(now: Date()))"),
     ]
     if plan.variesOnAccept { headers.append(("Vary", "Accept")) }
     if let tags = request.ifNoneMatch, Self.matches(tags, etag: served.etag) {
@@ -176,8 +189,9 @@ extension ImageServer {
     }
     var headers: [(name: String, value: String)] = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")]
     if error.code == .overloaded { headers.append(("Retry-After", String(configuration.retryAfter))) }
-    let shown = detail.map { answer.message + ": " + Self.printable($0) } ?? answer.message
-    return ImageResponse(status: answer.status, headers: headers, text: request.isHead ? nil : shown + "\n")
+    let shown = (detail.map { answer.message + ": " + Self.printable($0) } ?? answer.message) + "\n"
+    if request.isHead { headers.append(("Content-Length", String(shown.utf8.count))) }
+    return ImageResponse(status: answer.status, headers: headers, text: request.isHead ? nil : shown)
   }
 
   /// At most 300 printable ASCII characters of `text` (a client's URL, echoed in an error).
@@ -188,20 +202,25 @@ extension ImageServer {
   }
 
   /// The fallback image rendered with the request's stages, for failures of the image (not of
-  /// the URL, the signature, or the server's load).
+  /// the URL, the signature, or the server's load). It takes a render slot like any render and
+  /// is kept in the result cache (keyed by the file's version).
   private func fallback(for error: PipelineError, plan: RenderPlan, requestID: String) async -> ServedImage? {
     guard let image = plan.fallbackImage else { return nil }
     let excluded: Set<PipelineError.Code> = [.badSignature, .overloaded, .cancelled, .invalidInput, .forbiddenDestination]
     guard !excluded.contains(error.code) else { return nil }
-    let folder = (image as NSString).deletingLastPathComponent
-    let fallbackFetcher = Fetcher(roots: [folder.isEmpty ? "." : folder], allowedSchemes: ["file"])
-    let fallbackPlan = RenderPlan(
-      source: ImageSource(path: image), stages: plan.stages, variesOnAccept: plan.variesOnAccept, fallbackImage: nil)
+    let source = ImageSource(path: image)
     do {
+      let identity = try await sourceIdentity(source)
+      let key = identity.map { CacheKey.make(prefix: "serve-fallback", source: $0, upstream: plan.stages.map(\.cacheIdentifier)) }
+      if let key, let hit = await cache?.lookup(key) { return hit }
+      let folder = (image as NSString).deletingLastPathComponent
+      let fallbackFetcher = Fetcher(roots: [folder.isEmpty ? "." : folder], allowedSchemes: ["file"])
       let pipeline = try Pipeline<ImageSource, EncodedImage>(
-        StageGraph(name: "fallback", stages: [AnyStage(fallbackFetcher)] + fallbackPlan.stages))
-      let encoded = try await loader.load(fallbackPlan.source, pipeline: pipeline).value
-      return ServedImage(image: encoded, expiresAt: Date())
+        StageGraph(name: "fallback", stages: [AnyStage(fallbackFetcher)] + plan.stages))
+      let encoded = try await gate.admitted { try await self.loader.load(source, pipeline: pipeline).value }
+      let served = ServedImage(image: encoded, expiresAt: Date() + TimeInterval(configuration.maxAge))
+      if let key, let identity { await cache?.store(served, key: key, source: identity) }
+      return served
     } catch {
       logger.error(
         "the fallback image failed", metadata: ["request": "\(requestID)", "error": "\(PipelineError.from(error).message)"])

@@ -2,6 +2,7 @@ import Darkroom
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import ServiceLifecycle
 
 extension ImageServer: Service {
@@ -19,6 +20,16 @@ extension ImageServer: Service {
 }
 
 extension ImageServer {
+  /// The HTTP/1.1 server for ``addRoutes(to:)``: ``connections``' handler on every connection
+  /// (so that a client that hangs up cancels its render) and the configuration's idle timeout
+  /// (so that a connection that sends nothing, or half a request's head, is closed).
+  public var serverBuilder: HTTPServerBuilder {
+    .http1(
+      configuration: .init(
+        additionalChannelHandlers: [self.connections.makeHandler()],
+        idleTimeout: .milliseconds(Int64((configuration.idleTimeout * 1000).rounded()))))
+  }
+
   /// Mounts the server on `router`: `GET`/`HEAD` for every image path, `/healthz` (alive),
   /// `/readyz` (started and not draining) and `/metrics` (Prometheus text).
   ///
@@ -26,16 +37,18 @@ extension ImageServer {
   /// connection, a client that hangs up cancels its render, unless other requests share it;
   /// keep-alive stays on.
   public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
-    router.get("healthz") { _, _ in Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ok\n"))) }
-    router.get("readyz") { _, _ in
-      self.isReady
-        ? Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ready\n")))
-        : Response(status: .serviceUnavailable, body: .init(byteBuffer: ByteBuffer(string: "draining\n")))
-    }
-    router.get("metrics") { _, _ in
-      Response(
-        status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-        body: .init(byteBuffer: ByteBuffer(string: self.metrics.text())))
+    for method in [HTTPRequest.Method.get, .head] {
+      router.on("healthz", method: method) { _, _ in Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ok\n"))) }
+      router.on("readyz", method: method) { _, _ in
+        self.isReady
+          ? Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ready\n")))
+          : Response(status: .serviceUnavailable, body: .init(byteBuffer: ByteBuffer(string: "draining\n")))
+      }
+      router.on("metrics", method: method) { _, _ in
+        Response(
+          status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+          body: .init(byteBuffer: ByteBuffer(string: self.metrics.text())))
+      }
     }
     router.get("**") { request, context in await self.handle(request, connection: Self.connection(of: context)) }
     router.head("**") { request, context in await self.handle(request, connection: Self.connection(of: context)) }
@@ -46,16 +59,12 @@ extension ImageServer {
   }
 
   private func handle(_ request: Request, connection: ObjectIdentifier?) async -> Response {
-    let imageRequest = ImageRequest(
+    var imageRequest = ImageRequest(
       path: request.uri.path, isHead: request.method == .head, accept: request.headers[.accept],
       ifNoneMatch: request.headers[.ifNoneMatch],
       requestID: Self.requestIDField.flatMap { Self.usableRequestID(request.headers[$0]) })
-    let answer =
-      if let connection {
-        await connections.run(on: connection) { await self.respond(to: imageRequest) }
-      } else {
-        await respond(to: imageRequest)
-      }
+    imageRequest.connection = connection
+    let answer = await respond(to: imageRequest)
     var headers = HTTPFields()
     for (name, value) in answer.headers {
       if let field = HTTPField.Name(name) { headers[field] = value }

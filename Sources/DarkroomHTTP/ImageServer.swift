@@ -14,9 +14,9 @@ import Logging
 /// configuration.origin = "https://images.example.com/"
 /// configuration.key = "secret"
 /// let server = try ImageServer(configuration: configuration)
-/// let router = Router()
+/// let router = Router(context: ImageServerContext.self)
 /// server.addRoutes(to: router)
-/// let app = Application(router: router, services: [server])
+/// let app = Application(router: router, server: server.serverBuilder, services: [server])
 /// try await app.runService()
 /// ```
 public final class ImageServer: Sendable {

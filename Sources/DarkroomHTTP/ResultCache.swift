@@ -10,6 +10,9 @@ struct ServedImage: Sendable {
   var etag: String
   /// Until when it is fresh (for the result cache and `Cache-Control`).
   var expiresAt: Date
+  /// Made from a source only its client may keep (`Cache-Control: private` or `Vary: *` at the
+  /// origin): never cached, and answered `private`.
+  var isPrivate = false
 
   init(image: EncodedImage, expiresAt: Date) {
     self.image = image

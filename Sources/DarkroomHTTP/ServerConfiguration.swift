@@ -57,6 +57,10 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
   public var maxSourceBytes: Int
   /// The most pixels a source may have.
   public var maxPixels: Int
+  /// The most pixels an answer may have (a URL asks for its size, and upscales by default).
+  public var maxOutputPixels: Int
+  /// Seconds a connection may stay idle, or take to send a request's head, before it is closed.
+  public var idleTimeout: Double
   /// An image (a local file) served at the requested size when a request fails.
   public var fallbackImage: String?
   /// The status the fallback image is served with (default: the failure's own).
@@ -108,6 +112,12 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     OptionSpec(
       "maxPixels", .integer(min: 1, max: 1 << 40), default: .number(100_000_000, text: "100000000"),
       "The most pixels a source may have."),
+    OptionSpec(
+      "maxOutputPixels", .integer(min: 1, max: 1 << 40), default: .number(40_000_000, text: "40000000"),
+      "The most pixels an answer may have; a bigger size is refused (400) before anything is fetched."),
+    OptionSpec(
+      "idleTimeout", .number(min: 0.1, max: 3600), default: .number(15, text: "15"),
+      "Seconds a connection may stay idle (or take to send a request's head) before it is closed."),
     OptionSpec("fallbackImage", .string, "A local image served, at the requested size, when a request fails."),
     OptionSpec("fallbackStatus", .integer(min: 200, max: 599), "The fallback's status (default: the failure's own)."),
     OptionSpec(
@@ -141,6 +151,8 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     timeout = 30
     maxSourceBytes = 50_000_000
     maxPixels = 100_000_000
+    maxOutputPixels = 40_000_000
+    idleTimeout = 15
     shutdownGrace = 10
     retryAfter = 1
   }

@@ -22,6 +22,8 @@ public final class ServerMetrics: Sendable {
   private let misses: Counter
   private let rendersCounter: Counter
   private let bytesOut: Counter
+  /// The counters of the statuses seen so far (one registry lookup per status, not per request).
+  private let statusCounters = Protected<[Int: Counter]>([:])
 
   public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
     self.registry = registry
@@ -51,11 +53,18 @@ public final class ServerMetrics: Sendable {
   /// One request answered with `status` and a body of `bytes`.
   func requestEnded(status: Int, bytes: Int, duration: Duration) {
     inFlight.decrement()
-    registry.makeCounter(
-      descriptor: Self.name("http_requests", unit: "total", "Requests answered, by status."), labels: [("status", String(status))]
-    ).increment()
+    requestCounter(status).increment()
     latency.record(duration)
     if bytes > 0 { bytesOut.increment(by: Int64(bytes)) }
+  }
+
+  private func requestCounter(_ status: Int) -> Counter {
+    if let counter = statusCounters.withLock({ $0[status] }) { return counter }
+    let counter = registry.makeCounter(
+      descriptor: Self.name("http_requests", unit: "total", "Requests answered, by status."), labels: [("status", String(status))]
+    )
+    statusCounters.withLock { $0[status] = counter }
+    return counter
   }
 
   func failed(_ code: PipelineError.Code) {

@@ -5,7 +5,9 @@ import Foundation
 /// and nothing else.
 ///
 /// - An absolute `http(s)://` URL (percent-encoded in the path, as thumbor's clients write it) is
-///   fetched when its host is allowed (``ServerConfiguration/allowHosts`` or the origin's host).
+///   fetched when it is beneath the origin (its scheme, host, port and path) or its host is
+///   allowed (``ServerConfiguration/allowHosts``, on the scheme's default port unless the entry
+///   names one: `images.example.com:8080`).
 /// - `host/path` is `http://host/path`, as thumbor assumes, when its first segment is an allowed
 ///   host; otherwise, with an origin or a root, it is a path beneath them.
 /// - A path beneath the origin or the root may not hold `..` segments.
@@ -33,20 +35,43 @@ public struct SourcePolicy: Sendable {
     root = configuration.root
   }
 
-  /// Whether `pattern` is a host name or `*.` and a host name.
+  /// Whether `pattern` is a host name, or `*.` and a host name, with an optional `:port`.
   static func isHostPattern(_ pattern: String) -> Bool {
     let host = pattern.hasPrefix("*.") ? String(pattern.dropFirst(2)) : pattern
     return !host.isEmpty && host.count <= 253
       && host.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "-.:[]".unicodeScalars.contains($0) }
   }
 
-  /// Whether an absolute URL's host may be fetched.
-  public func allows(host: String) -> Bool {
-    let host = host.lowercased()
-    if let originHost = origin?.host?.lowercased(), host == originHost { return true }
-    return allowHosts.contains { pattern in
-      pattern.hasPrefix("*.") ? host.hasSuffix(pattern.dropFirst(1)) && host.count > pattern.count - 1 : host == pattern
+  /// Whether an absolute URL may be fetched: it is beneath the origin (same scheme, host and
+  /// port, and within its path), or its host is an allowed host on the port the pattern names
+  /// (the scheme's default port when it names none).
+  public func allows(_ url: URL) -> Bool {
+    guard let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host?.lowercased(),
+      !url.path.split(separator: "/").contains(where: { $0 == "." || $0 == ".." })
+    else {
+      // A `..` would lead out of the origin's path once the client library removes it.
+      return false
     }
+    let port = url.port ?? (scheme == "https" ? 443 : 80)
+    if let origin, let originHost = origin.host?.lowercased(), originHost == host,
+      origin.scheme?.lowercased() == scheme, (origin.port ?? (scheme == "https" ? 443 : 80)) == port,
+      url.path.hasPrefix(origin.path.hasSuffix("/") ? origin.path : origin.path + "/") || url.path == origin.path
+    {
+      return true
+    }
+    return allowHosts.contains { entry in
+      let (pattern, patternPort) = Self.splitPort(entry)
+      guard (patternPort ?? (scheme == "https" ? 443 : 80)) == port else { return false }
+      return pattern.hasPrefix("*.") ? host.hasSuffix(pattern.dropFirst(1)) && host.count > pattern.count - 1 : host == pattern
+    }
+  }
+
+  /// `host:port` → host and port (`[v6]:port` included); a pattern without a port → nil.
+  static func splitPort(_ entry: String) -> (String, Int?) {
+    guard let colon = entry.lastIndex(of: ":"), !entry.hasSuffix("]"), let port = Int(entry[entry.index(after: colon)...]),
+      entry.filter({ $0 == ":" }).count == 1 || entry.hasPrefix("[")
+    else { return (entry, nil) }
+    return (String(entry[..<colon]), port)
   }
 
   /// The source for a URL's `IMAGE` part (already percent-decoded). Throws `forbiddenDestination`
@@ -62,7 +87,11 @@ public struct SourcePolicy: Sendable {
     }
     let firstSegment = image.split(separator: "/", maxSplits: 1).first.map(String.init) ?? ""
     let hostPart = firstSegment.split(separator: ":").first.map(String.init) ?? ""
-    if hostPart.contains("."), allows(host: hostPart) { return try absolute("http://" + image) }
+    if hostPart.contains("."), let url = URL(string: "http://" + image) ?? URL(string: Self.escaped("http://" + image)),
+      allows(url)
+    {
+      return try absolute("http://" + image)
+    }
     if let origin {
       let path = try relativeSegments(image).map(Self.escaped).joined(separator: "/")
       guard let url = URL(string: path, relativeTo: origin)?.absoluteURL else {
@@ -86,7 +115,7 @@ public struct SourcePolicy: Sendable {
     guard url.user == nil, url.password == nil else {
       throw PipelineError(.forbiddenDestination, "an image URL may not carry a user name or password")
     }
-    guard allows(host: host) else { throw PipelineError(.forbiddenDestination, "the image's host is not allowed: \(host)") }
+    guard allows(url) else { throw PipelineError(.forbiddenDestination, "the image's URL is not allowed: \(host)") }
     return ImageSource(url: url)
   }
 

@@ -14,6 +14,8 @@ struct ThumborFit: Stage {
   var width: Int
   var height: Int
   var upscale: Bool
+  /// The most pixels the scaled image may have.
+  var maxPixels = ImageDecoder.defaultMaxPixels
 
   var identifier: String { "thumbor-fit(\(mode.rawValue),\(width)x\(height),upscale=\(upscale))" }
 
@@ -30,16 +32,17 @@ struct ThumborFit: Stage {
       let boxIsLandscape = width >= height
       let imageIsLandscape = imageWidth >= imageHeight
       let (w, h) = boxIsLandscape == imageIsLandscape || width == 0 || height == 0 ? (width, height) : (height, width)
-      return Resizer(width: w > 0 ? w : nil, height: h > 0 ? h : nil, mode: .fit, upscale: upscale)
+      return Resizer(width: w > 0 ? w : nil, height: h > 0 ? h : nil, mode: .fit, upscale: upscale, maxPixels: maxPixels)
     case .full:
       guard width > 0, height > 0, imageWidth > 0, imageHeight > 0 else {
-        return Resizer(width: width > 0 ? width : nil, height: height > 0 ? height : nil, mode: .fit, upscale: upscale)
+        return Resizer(
+          width: width > 0 ? width : nil, height: height > 0 ? height : nil, mode: .fit, upscale: upscale, maxPixels: maxPixels)
       }
       // Cover: the larger of the two scales decides, the other side comes out over the box.
       let coversByWidth = Double(width) / Double(imageWidth) >= Double(height) / Double(imageHeight)
       return coversByWidth
-        ? Resizer(width: width, height: nil, mode: .fit, upscale: upscale)
-        : Resizer(width: nil, height: height, mode: .fit, upscale: upscale)
+        ? Resizer(width: width, height: nil, mode: .fit, upscale: upscale, maxPixels: maxPixels)
+        : Resizer(width: nil, height: height, mode: .fit, upscale: upscale, maxPixels: maxPixels)
     }
   }
 }

@@ -43,6 +43,7 @@ public struct ThumborOperations: Sendable {
     if url.flipHorizontally || url.flipVertically {
       throw PipelineError(.invalidInput, "unsupported operation flip (a - before the width or height)")
     }
+    try checkOutputSize(url, settings: settings)
     var stages = [AnyStage(ImageDecoder(maxPixels: configuration.maxPixels))]
     if let crop = url.crop, crop != (0, 0, 0, 0) {
       guard crop.right > crop.left, crop.bottom > crop.top else {
@@ -59,29 +60,53 @@ public struct ThumborOperations: Sendable {
     return Recipe(stages: stages, variesOnAccept: varies)
   }
 
+  /// Refuses a size the server will not make, before anything is fetched: over
+  /// ``ServerConfiguration/maxOutputPixels``, or over what the named format can hold.
+  private func checkOutputSize(_ url: ThumborURL, settings: FilterSettings) throws(PipelineError) {
+    let pixels = url.width * url.height  // each side is at most 65,500: no overflow
+    if pixels > configuration.maxOutputPixels {
+      throw PipelineError(
+        .invalidInput,
+        "the size \(url.width)x\(url.height) is over this server's limit of \(configuration.maxOutputPixels) pixels")
+    }
+    let side = max(url.width, url.height)
+    if settings.format == .webp, side > ImageEncoder.maxWebPSide {
+      throw PipelineError(.invalidInput, "a WebP side can be at most \(ImageEncoder.maxWebPSide) pixels, not \(side)")
+    }
+    if settings.format == .avif, pixels > ImageEncoder.maxAVIFPixels {
+      throw PipelineError(.invalidInput, "an AVIF image can have at most \(ImageEncoder.maxAVIFPixels) pixels, not \(pixels)")
+    }
+  }
+
   private func resize(_ url: ThumborURL, settings: FilterSettings) -> [AnyStage] {
+    let cap = configuration.maxOutputPixels
     let width = url.width > 0 ? url.width : nil
     let height = url.height > 0 ? url.height : nil
     guard width != nil || height != nil else { return [] }
     switch url.fit {
     case .fill:
       let upscale = settings.upscale ?? true
-      guard let width, let height else { return [AnyStage(Resizer(width: width, height: height, mode: .fit, upscale: upscale))] }
+      guard let width, let height else {
+        return [AnyStage(Resizer(width: width, height: height, mode: .fit, upscale: upscale, maxPixels: cap))]
+      }
       let anchor: Resizer.Anchor = url.smart ? .smart(.attention) : .gravity(Self.gravity(url))
-      return [AnyStage(Resizer(width: width, height: height, mode: .fill, upscale: upscale, crop: anchor))]
+      return [AnyStage(Resizer(width: width, height: height, mode: .fill, upscale: upscale, crop: anchor, maxPixels: cap))]
     case .fitIn, .adaptiveFitIn, .fullFitIn:
       let upscale = settings.upscale ?? false
       var stages: [AnyStage]
       switch url.fit {
       case .adaptiveFitIn:
-        stages = [AnyStage(ThumborFit(mode: .adaptive, width: url.width, height: url.height, upscale: upscale))]
-      case .fullFitIn: stages = [AnyStage(ThumborFit(mode: .full, width: url.width, height: url.height, upscale: upscale))]
-      default: stages = [AnyStage(Resizer(width: width, height: height, mode: .fit, upscale: upscale))]
+        stages = [AnyStage(ThumborFit(mode: .adaptive, width: url.width, height: url.height, upscale: upscale, maxPixels: cap))]
+      case .fullFitIn:
+        stages = [AnyStage(ThumborFit(mode: .full, width: url.width, height: url.height, upscale: upscale, maxPixels: cap))]
+      default: stages = [AnyStage(Resizer(width: width, height: height, mode: .fit, upscale: upscale, maxPixels: cap))]
       }
       if let fill = settings.fill, let width, let height {
         // thumbor's fill(): the box is padded to its size with the colour.
+        let gravity = Self.gravity(url)
         stages.append(
-          AnyStage(Resizer(width: width, height: height, mode: .center, crop: .gravity(Self.gravity(url)), background: fill)))
+          AnyStage(
+            Resizer(width: width, height: height, mode: .center, crop: .gravity(gravity), background: fill, maxPixels: cap)))
       }
       return stages
     }

@@ -36,7 +36,7 @@ final class RunningServer: Sendable {
     server.addRoutes(to: router)
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = Application(
-      router: router, server: .http1(additionalChannelHandlers: [server.connections.makeHandler()]),
+      router: router, server: server.serverBuilder,
       configuration: .init(address: .hostname("127.0.0.1", port: 0)),
       onServerRunning: { channel in
         portSink.yield(channel.localAddress?.port ?? 0)
@@ -171,15 +171,20 @@ enum RawSocket {
   /// Sends one GET per path on one kept-alive connection, each after the previous answer has
   /// been read (by its Content-Length); the answers, and whether the server kept the connection
   /// open to the end.
-  static func keepAlive(port: Int, paths: [String]) async throws -> (replies: [HTTPReply], stayedOpen: Bool) {
+  static func keepAlive(port: Int, paths: [String], pipelined: Bool = false) async throws -> (
+    replies: [HTTPReply], stayedOpen: Bool
+  ) {
     try await onThread {
       let fd = try connect(port: port)
       defer { close(fd) }
       var replies: [HTTPReply] = []
       var pending: [UInt8] = []
       var buffer = [UInt8](repeating: 0, count: 65_536)
-      for path in paths {
-        send(fd, Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+      let requests = paths.map { Array("GET \($0) HTTP/1.1\r\nHost: x\r\n\r\n".utf8) }
+      // Pipelined: every request in one write, before any answer is read.
+      if pipelined { send(fd, requests.flatMap { $0 }) }
+      for request in requests {
+        if !pipelined { send(fd, request) }
         while true {
           if let reply = try? HTTPReply.parse(pending, head: false),
             let length = reply.headers["content-length"].flatMap(Int.init),
@@ -196,6 +201,24 @@ enum RawSocket {
         }
       }
       return (replies, true)
+    }
+  }
+
+  /// Connects, sends `bytes` (half a request, say) and waits for the server to close the
+  /// connection; false when it is still open after `limit` seconds.
+  static func closedByServer(port: Int, after bytes: [UInt8], limit: Int) async throws -> Bool {
+    try await onThread {
+      let fd = try connect(port: port)
+      defer { close(fd) }
+      var timeout = timeval(tv_sec: limit, tv_usec: 0)
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+      send(fd, bytes)
+      var byte: UInt8 = 0
+      while true {
+        let count = read(fd, &byte, 1)
+        if count == 0 { return true }
+        if count < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+      }
     }
   }
 

@@ -67,6 +67,7 @@ struct ServerLoadTests {
     var configuration = ServedFixtures.configuration(origin: origin.baseURL)
     configuration.timeout = 0.2
     configuration.resultCache = false
+    configuration.maxOutputPixels = 100_000_000
     let running = try await RunningServer.start(configuration)
     let pool = running.server.loader.scheduler.cpuPool
     let reply = try await running.get("/unsafe/9000x9000/filters:format(jpeg):quality(100)/noise.png")

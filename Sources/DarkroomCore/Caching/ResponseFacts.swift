@@ -9,7 +9,7 @@ package struct ResponseFacts: Sendable {
   /// is never stored, whatever the cache's maxAge says (every store here is shared by the callers
   /// of a process or of several). `no-store` is ``Freshness/noStore``, which a cache's maxAge > 0
   /// overrides on purpose (keys hold the request headers, so no caller gets another's response).
-  var shareable = true
+  package var shareable = true
 
   init(_ fetched: FetchedData, now: Date) {
     freshness = fetched.freshness(now: now)

@@ -44,11 +44,15 @@ public struct Resizer: Stage {
   public var anchor: Anchor
   /// Padding colour for `center` (RGBA, 0…255).
   public var background: [Double]
+  /// The most pixels the scaled image may have (before `fill` crops): an upscale asked for by a
+  /// URL or a file cannot make an image of unbounded size. Over it, `imageTooLarge`.
+  public var maxPixels: Int
 
   public init(
     width: Int? = nil, height: Int? = nil, mode: ResizeMode = .fit, kernel: ResizeKernel = .lanczos3, upscale: Bool = false,
-    crop anchor: Anchor = .gravity(.centre), background: [Double] = [0, 0, 0, 255]
+    crop anchor: Anchor = .gravity(.centre), background: [Double] = [0, 0, 0, 255], maxPixels: Int = ImageDecoder.defaultMaxPixels
   ) {
+    self.maxPixels = maxPixels
     self.width = width
     self.height = height
     self.mode = mode
@@ -123,11 +127,26 @@ public struct Resizer: Stage {
     return input.with(try apply(to: input.image, scaledTo: target))
   }
 
+  /// Throws `imageTooLarge` when the scaled image, or the box it is padded to, would be over
+  /// ``maxPixels``.
+  func checkSize(_ target: (width: Int, height: Int)) throws(PipelineError) {
+    let scaled = target.width.multipliedReportingOverflow(by: target.height)
+    let box = (width ?? 0).multipliedReportingOverflow(by: height ?? 0)
+    guard scaled.overflow || scaled.partialValue > maxPixels || box.overflow || box.partialValue > maxPixels else { return }
+    let shown =
+      scaled.overflow || scaled.partialValue > maxPixels ? "\(target.width)×\(target.height)" : "\(width ?? 0)×\(height ?? 0)"
+    throw PipelineError(
+      .imageTooLarge,
+      "resizing would make a \(shown) pixel image, over the limit of \(maxPixels) pixels: ask for a smaller size (or no upscaling)"
+    )
+  }
+
   /// Scales `image` to `target` exactly, then crops or pads to the box. The fused decoder calls
   /// this with a target computed from the full-size image, so both paths give the same size.
   func apply(to image: VipsImage, scaledTo target: (width: Int, height: Int), finishing: Bool = true) throws(PipelineError)
     -> VipsImage
   {
+    try checkSize(target)
     var result = image
     if result.width != target.width || result.height != target.height {
       result = try result.resized(
