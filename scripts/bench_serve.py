@@ -99,12 +99,13 @@ ALLOWED_SOURCES = []
 
 # ---------------------------------------------------------------- darkroom serve
 
-def start_darkroom(binary, work, port, name, result_cache, log_level=None):
+def start_darkroom(binary, work, port, name, result_cache, origin_port, log_level=None):
     config = os.path.join(work, f'{name}.json')
     with open(config, 'w') as f:
-        # allowUnsafe in the file as well as the flag: the file is validated on its own before flags apply
-        json.dump({'resultCache': result_cache, 'privateHosts': ['127.0.0.1'], 'quality': 80, 'allowUnsafe': True,
-                   'allowHosts': ['127.0.0.1']}, f)  # an absolute image URL must name an allowed host
+        # An absolute image URL must name an allowed host (with its port, when not 80/443);
+        # privateHosts lets the SSRF guard through to loopback.
+        json.dump({'resultCache': result_cache, 'privateHosts': ['127.0.0.1'], 'quality': 80,
+                   'allowHosts': [f'127.0.0.1:{origin_port}']}, f)
     log = open(os.path.join(work, f'{name}.log'), 'w')
     level = ['--log-level', log_level] if log_level else []
     command = [binary, 'serve', '--bind', f'127.0.0.1:{port}', '--allow-unsafe', '--config', config] + level
@@ -392,7 +393,7 @@ def main():
         servers = {'thumbor': (thumbor_port, start_thumbor(python, work, thumbor_port))}
         procs.append(servers['thumbor'][1])
         if not a.peers_only:
-            proc = start_darkroom(a.darkroom, work, darkroom_port, 'darkroom', False, a.darkroom_log_level)
+            proc = start_darkroom(a.darkroom, work, darkroom_port, 'darkroom', False, origin_port, a.darkroom_log_level)
             servers['darkroom'] = (darkroom_port, proc)
             procs.append(servers['darkroom'][1])
         sizes, thumbor_jpegs = {}, None
@@ -428,7 +429,7 @@ def main():
         # -- result-cache hits against nginx serving the same bytes as static files (JPEG)
         cached = None
         if not a.peers_only:
-            cached = start_darkroom(a.darkroom, work, free_port(), 'darkroom-cached', True, a.darkroom_log_level)
+            cached = start_darkroom(a.darkroom, work, free_port(), 'darkroom-cached', True, origin_port, a.darkroom_log_level)
             procs.append(cached)
             cached_port = int(cached.args[cached.args.index('--bind') + 1].rsplit(':', 1)[1])
             bodies = fetch_all(cached_port, paths('jpeg'), 'jpeg')
@@ -474,7 +475,7 @@ def main():
             sport, sproc = thumbor_port, servers['thumbor'][1]
         else:
             sport = free_port()
-            sproc = start_darkroom(a.darkroom, work, sport, 'darkroom-storm', True, a.darkroom_log_level)
+            sproc = start_darkroom(a.darkroom, work, sport, 'darkroom-storm', True, origin_port, a.darkroom_log_level)
             procs.append(sproc)
         before = origin_count(work, origin_path)
         renders0 = metric(sport, 'darkroom_renders_total') if not a.peers_only else 0

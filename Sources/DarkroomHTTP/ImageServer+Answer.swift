@@ -8,6 +8,9 @@ struct RenderPlan: Sendable {
   var variesOnAccept: Bool
   /// A preset's own fallback image, else the server's.
   var fallbackImage: String?
+  /// Whether the plan is a pure function of the path and the chosen format (a thumbor URL),
+  /// which the hit index may remember.
+  var indexable = false
 }
 
 extension PipelineError {
@@ -32,7 +35,7 @@ extension ImageServer {
     let recipe = try operations.stages(for: url, accept: request.accept)
     return RenderPlan(
       source: try policy.source(for: url.image), stages: recipe.stages, variesOnAccept: recipe.variesOnAccept,
-      fallbackImage: configuration.fallbackImage)
+      fallbackImage: configuration.fallbackImage, indexable: true)
   }
 
   private func presetPlan(signature: String, rest: String, request: ImageRequest) throws(PipelineError) -> RenderPlan {
@@ -86,9 +89,13 @@ extension ImageServer {
       CacheKey.make(prefix: "serve", source: $0, upstream: [fetcher.cacheIdentifier] + plan.stages.map(\.cacheIdentifier))
     }
     if let key, let cache {
+      if plan.indexable, case .url = plan.source.location {
+        hitIndex.remember(
+          HitIndex.Entry(resultKey: key, variesOnAccept: plan.variesOnAccept), for: hitIndexKey(request))
+      }
       if let hit = await cache.lookup(key) {
         metrics.cacheHit()
-        return ok(hit, request: request, plan: plan)
+        return ok(hit, request: request, variesOnAccept: plan.variesOnAccept)
       }
       metrics.cacheMiss()
     }
@@ -102,7 +109,21 @@ extension ImageServer {
       } else {
         try await render(plan, key: key, identity: identity, requestID: requestID)
       }
-    return ok(served, request: request, plan: plan)
+    return ok(served, request: request, variesOnAccept: plan.variesOnAccept)
+  }
+
+  /// The hit index's key for `request`.
+  func hitIndexKey(_ request: ImageRequest) -> String {
+    HitIndex.key(path: request.path, choice: negotiation.choose(accept: request.accept, hasAlpha: false).format)
+  }
+
+  /// The answer from memory for a URL answered before, without reading it into stages again.
+  func quickHit(_ request: ImageRequest) -> ImageResponse? {
+    guard let cache, let entry = hitIndex.entry(for: hitIndexKey(request)), let hit = cache.memoryHit(entry.resultKey) else {
+      return nil
+    }
+    metrics.cacheHit()
+    return ok(hit, request: request, variesOnAccept: entry.variesOnAccept)
   }
 
   /// The source's cache identity: a file's includes its version (read off the cooperative pool).
@@ -142,12 +163,12 @@ extension ImageServer {
     return try await renders.value(for: key, work: work)
   }
 
-  func ok(_ served: ServedImage, request: ImageRequest, plan: RenderPlan) -> ImageResponse {
+  func ok(_ served: ServedImage, request: ImageRequest, variesOnAccept: Bool) -> ImageResponse {
     var headers: [(name: String, value: String)] = [
       ("ETag", served.etag),
       ("Cache-Control", "\(served.isPrivate ? "private" : "public"), max-age=\(served.maxAge(now: Date()))"),
     ]
-    if plan.variesOnAccept { headers.append(("Vary", "Accept")) }
+    if variesOnAccept { headers.append(("Vary", "Accept")) }
     if let tags = request.ifNoneMatch, Self.matches(tags, etag: served.etag) {
       return ImageResponse(status: 304, headers: headers)
     }
@@ -181,7 +202,8 @@ extension ImageServer {
         "code": "\(error.code.rawValue)", "error": "\(error.message)",
       ])
     if let plan, !plan.stages.isEmpty, let fallback = await fallback(for: error, plan: plan, requestID: requestID) {
-      var response = ok(fallback, request: ImageRequest(path: request.path, isHead: request.isHead), plan: plan)
+      var response = ok(
+        fallback, request: ImageRequest(path: request.path, isHead: request.isHead), variesOnAccept: plan.variesOnAccept)
       response.status = configuration.fallbackStatus ?? answer.status
       response.headers = response.headers.map { $0.name == "Cache-Control" ? ("Cache-Control", "no-store") : $0 }
       response.headers.removeAll { $0.name == "ETag" }

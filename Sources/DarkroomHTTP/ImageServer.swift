@@ -29,6 +29,7 @@ public final class ImageServer: Sendable {
   let cache: ResultCache?
   let gate: AdmissionGate
   let renders = Coalescer<String, ServedImage>()
+  let hitIndex = HitIndex(bytes: 16 << 20)
   let operations: ThumborOperations
   let policy: SourcePolicy
   let thumborSigner: ThumborSignature?
@@ -90,11 +91,15 @@ public final class ImageServer: Sendable {
     metrics.requestStarted()
     var response = ImageResponse(status: 500)
     var plan: RenderPlan?
-    do {
-      plan = try self.plan(for: request)
-    } catch {
-      // What is wrong with the URL is the client's own text: it is safe to say.
-      response = await failure(error, request: request, plan: nil, requestID: requestID, detail: error.message)
+    if let hit = quickHit(request) {
+      response = hit
+    } else {
+      do {
+        plan = try self.plan(for: request)
+      } catch {
+        // What is wrong with the URL is the client's own text: it is safe to say.
+        response = await failure(error, request: request, plan: nil, requestID: requestID, detail: error.message)
+      }
     }
     if let plan {
       do {

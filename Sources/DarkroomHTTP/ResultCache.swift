@@ -60,6 +60,12 @@ final class ResultCache: Sendable {
     }
   }
 
+  /// The memory level's fresh entry for `key`, without touching the disk.
+  func memoryHit(_ key: String, now: Date = Date()) -> ServedImage? {
+    guard let hit = memory.value(forKey: key), hit.expiresAt > now else { return nil }
+    return hit
+  }
+
   func lookup(_ key: String, now: Date = Date()) async -> ServedImage? {
     if let hit = memory.value(forKey: key), hit.expiresAt > now { return hit }
     guard let disk, let entry = try? await disk.entry(forKey: key), entry.isFresh(at: now),

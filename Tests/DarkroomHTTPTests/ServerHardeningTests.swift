@@ -7,6 +7,27 @@ import Testing
 /// What an attack on the server found, each kept fixed.
 @Suite("darkroom serve under attack")
 struct ServerHardeningTests {
+  @Test("a repeated URL is answered from memory, per format; another signature is checked anew")
+  func hitIndex() async throws {
+    let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .zero)
+    var configuration = ServedFixtures.configuration(origin: origin.baseURL)
+    configuration.key = "k"
+    let running = try await RunningServer.start(configuration)
+    let path = "fit-in/50x50/0.jpg"
+    let signed = "/" + ThumborSignature(key: "k").sign(path) + "/" + path
+    var types: [String] = []
+    for accept in ["image/webp", "image/avif", "image/webp", "image/avif", "*/*"] {
+      types.append(try await running.get(signed, headers: ["Accept": accept]).headers["content-type"] ?? "")
+    }
+    #expect(types == ["image/webp", "image/avif", "image/webp", "image/avif", "image/jpeg"])
+    #expect(try await running.metric("darkroom_renders_total") == 3)
+    #expect(try await running.get("/" + ThumborSignature(key: "other").sign(path) + "/" + path).status == 403)
+    let unsafeAllowed = try await running.get("/unsafe/" + path, headers: ["Accept": "image/webp"])
+    #expect(unsafeAllowed.status == 200 && unsafeAllowed.headers["content-type"] == "image/webp")
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
   @Test("pipelined requests are answered in order, on the same connection")
   func pipelining() async throws {
     let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .zero)
