@@ -20,29 +20,40 @@ def free_port():
 
 
 def start_nginx(folder, port):
-    prefix = tempfile.mkdtemp(prefix='darkroom-nginx-')
+    """nginx on 127.0.0.1:port serving `folder`; returns its prefix for stop_nginx."""
+    return start_nginx_servers([(port, f'root {folder};')])
+
+
+def start_nginx_servers(servers, http_extra='', workers=2, prefix=None):
+    """One nginx with a server per (port, directives) pair; returns its prefix for stop_nginx.
+    `http_extra` adds directives to the http block (a log_format, say)."""
+    prefix = prefix or tempfile.mkdtemp(prefix='darkroom-nginx-')
+    os.makedirs(prefix, exist_ok=True)
     conf = os.path.join(prefix, 'nginx.conf')
+    blocks = '\n'.join(f'  server {{ listen 127.0.0.1:{port}; {body} }}' for port, body in servers)
     with open(conf, 'w') as f:
-        f.write(f"""worker_processes 2;
+        f.write(f"""worker_processes {workers};
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
-events {{ worker_connections 1024; }}
+events {{ worker_connections 4096; }}
 http {{
   access_log off;
   sendfile on;
-  keepalive_requests 10000;
-  types {{ image/jpeg jpg; }}
+  keepalive_requests 100000;
+  types {{ image/jpeg jpg; image/webp webp; }}
+  {http_extra}
   client_body_temp_path {prefix}; proxy_temp_path {prefix}; fastcgi_temp_path {prefix}; uwsgi_temp_path {prefix}; scgi_temp_path {prefix};
-  server {{ listen 127.0.0.1:{port}; root {folder}; }}
+{blocks}
 }}
 """)
     subprocess.run(['nginx', '-c', conf, '-p', prefix], check=True)
-    for _ in range(100):
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    for port, _ in servers:
+        for _ in range(100):
+            try:
+                socket.create_connection(('127.0.0.1', port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
     return prefix
 
 

@@ -30,11 +30,8 @@ MAGIC = {'jpeg': lambda b: b[:3] == b'\xff\xd8\xff', 'webp': lambda b: b[:4] == 
 # Goals from issue 15
 SPEEDUP, CACHE_VS_NGINX = 1.8, 0.5
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+sys.path.insert(0, HERE)
+from bench_http import free_port, start_nginx_servers, stop_nginx  # noqa: E402
 
 
 def wait_http(url, proc=None, timeout=60):
@@ -151,41 +148,9 @@ def tail(path, n=1500):
 def start_nginx(work, photos, origin_port, static_dir, static_port):
     """One nginx: the origin (set50, each request's URI logged to origin.log, so requests can be counted
     per path) and a static server of pre-rendered bytes."""
-    prefix = os.path.join(work, 'nginx')
-    os.makedirs(prefix)
-    conf = os.path.join(prefix, 'nginx.conf')
-    with open(conf, 'w') as f:
-        f.write(f"""worker_processes {CORES};
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-  sendfile on;
-  keepalive_requests 100000;
-  types {{ image/jpeg jpg; image/webp webp; }}
-  log_format uri '$request_uri';
-  client_body_temp_path {prefix}; proxy_temp_path {prefix}; fastcgi_temp_path {prefix}; uwsgi_temp_path {prefix}; scgi_temp_path {prefix};
-  server {{ listen 127.0.0.1:{origin_port}; root {photos}; access_log {work}/origin.log uri; }}
-  server {{ listen 127.0.0.1:{static_port}; root {static_dir}; access_log off; }}
-}}
-""")
-    subprocess.run(['nginx', '-c', conf, '-p', prefix], check=True)
-    for port in (origin_port, static_port):
-        for _ in range(100):
-            try:
-                socket.create_connection(('127.0.0.1', port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-    return prefix
-
-
-def stop_nginx(prefix):
-    try:
-        with open(os.path.join(prefix, 'nginx.pid')) as f:
-            os.kill(int(f.read().strip()), signal.SIGQUIT)
-    except (OSError, ValueError):
-        pass
+    return start_nginx_servers(
+        [(origin_port, f'root {photos}; access_log {work}/origin.log uri;'), (static_port, f'root {static_dir};')],
+        http_extra="log_format uri '$request_uri';", workers=CORES, prefix=os.path.join(work, 'nginx'))
 
 
 def origin_count(work, path):

@@ -63,9 +63,12 @@ public final class ConnectionWatch: Sendable {
   /// The connection's input ended: its requests are cancelled, and later ones at once.
   fileprivate func inputEnded(_ connection: ObjectIdentifier) {
     let waiters = state.withLock { state -> [@Sendable () -> Void] in
-      state.entries[connection, default: Entry()].closed = true
-      defer { state.entries[connection]?.waiters = [:] }
-      return Array(state.entries[connection]?.waiters.values ?? [:].values)
+      var entry = state.entries[connection] ?? Entry()
+      let cancels = Array(entry.waiters.values)
+      entry.closed = true
+      entry.waiters = [:]
+      state.entries[connection] = entry
+      return cancels
     }
     for cancel in waiters { cancel() }
   }

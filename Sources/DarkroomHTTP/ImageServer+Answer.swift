@@ -83,15 +83,15 @@ extension ImageServer {
   }
 
   /// Answers from the result cache, or renders (one render for identical requests in flight).
-  func answer(_ request: ImageRequest, plan: RenderPlan, requestID: String) async throws -> ImageResponse {
+  /// `indexKey` is the request's hit-index key (``hitIndexKey(_:)``), when there is a result cache.
+  func answer(_ request: ImageRequest, plan: RenderPlan, indexKey: String?, requestID: String) async throws -> ImageResponse {
     let identity = try await sourceIdentity(plan.source)
     let key = identity.map {
       CacheKey.make(prefix: "serve", source: $0, upstream: [fetcher.cacheIdentifier] + plan.stages.map(\.cacheIdentifier))
     }
     if let key, let cache {
-      if plan.indexable, case .url = plan.source.location {
-        hitIndex.remember(
-          HitIndex.Entry(resultKey: key, variesOnAccept: plan.variesOnAccept), for: hitIndexKey(request))
+      if let indexKey, plan.indexable, case .url = plan.source.location {
+        hitIndex.remember(HitIndex.Entry(resultKey: key, variesOnAccept: plan.variesOnAccept), for: indexKey)
       }
       if let hit = await cache.lookup(key) {
         metrics.cacheHit()
@@ -118,8 +118,8 @@ extension ImageServer {
   }
 
   /// The answer from memory for a URL answered before, without reading it into stages again.
-  func quickHit(_ request: ImageRequest) -> ImageResponse? {
-    guard let cache, let entry = hitIndex.entry(for: hitIndexKey(request)), let hit = cache.memoryHit(entry.resultKey) else {
+  func quickHit(_ request: ImageRequest, indexKey: String) -> ImageResponse? {
+    guard let cache, let entry = hitIndex.entry(for: indexKey), let hit = cache.memoryHit(entry.resultKey) else {
       return nil
     }
     metrics.cacheHit()

@@ -47,8 +47,9 @@ public final class ImageServer: Sendable {
     try Darkroom.bootstrap()
     self.configuration = configuration
     self.logger = logger
-    let metrics = ServerMetrics()
-    self.metrics = metrics
+    let gate = AdmissionGate(limit: configuration.concurrency, queue: configuration.queue)
+    self.gate = gate
+    metrics = ServerMetrics(queueDepth: { gate.waiting })
     var loaderConfiguration = ImageLoader.Configuration()
     loaderConfiguration.timeout = .milliseconds(Int((configuration.timeout * 1000).rounded()))
     loaderConfiguration.networkLimit = max(8, configuration.concurrency * 2)
@@ -58,7 +59,6 @@ public final class ImageServer: Sendable {
       ? try ResultCache(
         memoryBytes: configuration.resultCacheBytes, diskDirectory: configuration.cacheDir,
         diskBytes: configuration.diskCacheBytes) : nil
-    gate = AdmissionGate(limit: configuration.concurrency, queue: configuration.queue) { metrics.queueDepth($0) }
     operations = ThumborOperations(configuration: configuration)
     policy = SourcePolicy(configuration)
     thumborSigner = configuration.key.map { ThumborSignature(key: $0) }
@@ -91,7 +91,9 @@ public final class ImageServer: Sendable {
     metrics.requestStarted()
     var response = ImageResponse(status: 500)
     var plan: RenderPlan?
-    if let hit = quickHit(request) {
+    // Read once: the request's format choice is asked by the hit index and remembered by it.
+    let indexKey = cache == nil ? nil : hitIndexKey(request)
+    if let indexKey, let hit = quickHit(request, indexKey: indexKey) {
       response = hit
     } else {
       do {
@@ -103,7 +105,7 @@ public final class ImageServer: Sendable {
     }
     if let plan {
       do {
-        response = try await answer(request, plan: plan, requestID: requestID)
+        response = try await answer(request, plan: plan, indexKey: indexKey, requestID: requestID)
       } catch {
         response = await failure(PipelineError.from(error), request: request, plan: plan, requestID: requestID)
       }

@@ -67,7 +67,7 @@ final class ResultCache: Sendable {
   }
 
   func lookup(_ key: String, now: Date = Date()) async -> ServedImage? {
-    if let hit = memory.value(forKey: key), hit.expiresAt > now { return hit }
+    if let hit = memoryHit(key, now: now) { return hit }
     guard let disk, let entry = try? await disk.entry(forKey: key), entry.isFresh(at: now),
       let image = entry.value as? EncodedImage, let etag = entry.validators.etag, let expiresAt = entry.expiresAt
     else { return nil }

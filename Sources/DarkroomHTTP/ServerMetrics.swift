@@ -25,8 +25,15 @@ public final class ServerMetrics: Sendable {
   /// The counters of the statuses seen so far (one registry lookup per status, not per request).
   private let statusCounters = Protected<[Int: Counter]>([:])
 
-  public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+  /// Read when the metrics are written: how many renders wait for a slot.
+  private let queueDepth: @Sendable () -> Int
+
+  /// Metrics in `registry`; `queueDepth` says how many renders wait (read at each ``text()``).
+  public init(
+    registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), queueDepth: @escaping @Sendable () -> Int = { 0 }
+  ) {
     self.registry = registry
+    self.queueDepth = queueDepth
     latency = registry.makeDurationHistogram(
       descriptor: Self.name("http_request_duration", unit: "seconds", "Time from request to response."),
       buckets: [
@@ -46,7 +53,10 @@ public final class ServerMetrics: Sendable {
   }
 
   /// The metrics, in Prometheus' text exposition format.
-  public func text() -> String { registry.emitToString() }
+  public func text() -> String {
+    waiting.set(Double(queueDepth()))
+    return registry.emitToString()
+  }
 
   func requestStarted() { inFlight.increment() }
 
@@ -76,5 +86,4 @@ public final class ServerMetrics: Sendable {
   func cacheHit() { hits.increment() }
   func cacheMiss() { misses.increment() }
   func renderStarted() { rendersCounter.increment() }
-  func queueDepth(_ depth: Int) { waiting.set(Double(depth)) }
 }

@@ -111,4 +111,22 @@ struct ResourceClassTests {
     open()
     try await holder.value
   }
+
+  @Test("with a bounded queue, a caller beyond the slots and the queue is refused at once, and the queue still serves")
+  func boundedQueue() async throws {
+    let resource = ResourceClass(name: "renders", limit: 1)
+    let (open, holder) = try await hold(resource)
+    let log = Log()
+    let first = Task { try await resource.run(PriorityTicket()) { log.append("queued") } }
+    while resource.waiting == 0 { await Task.yield() }
+    await #expect(throws: ResourceClass.QueueFull.self) { try await resource.acquire(PriorityTicket(), maxWaiting: 1) }
+    #expect(resource.waiting == 1 && resource.running == 1)
+    open()
+    try await holder.value
+    try await first.value
+    // A free slot admits even when no one may wait.
+    try await resource.acquire(PriorityTicket(), maxWaiting: 0)
+    resource.release()
+    #expect(log.all == ["queued"] && resource.running == 0 && resource.waiting == 0)
+  }
 }

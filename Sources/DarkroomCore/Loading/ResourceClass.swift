@@ -102,14 +102,22 @@ package final class ResourceClass: Sendable {
     return try await work()
   }
 
-  /// Waits for a slot; every successful call must be matched by one ``release()``.
-  public func acquire(_ ticket: PriorityTicket) async throws {
+  /// Thrown by ``acquire(_:maxWaiting:)`` when no slot is free and `maxWaiting` callers wait.
+  package struct QueueFull: Error {}
+
+  /// Waits for a slot; every successful call must be matched by one ``release()``. When no slot
+  /// is free and `maxWaiting` callers already wait (or are about to), throws ``QueueFull`` at
+  /// once instead of waiting.
+  public func acquire(_ ticket: PriorityTicket, maxWaiting: Int = .max) async throws {
     try Task.checkCancellation()
-    let id: UInt64 = state.withLock { state in
+    let id: UInt64? = state.withLock { state in
+      let full = state.active >= state.maximum || state.queues.values.contains { !$0.isEmpty }
+      if full, state.queues.values.reduce(state.arriving.count, { $0 + $1.count }) >= maxWaiting { return nil }
       state.sequence += 1
       state.arriving.insert(state.sequence)
       return state.sequence
     }
+    guard let id else { throw QueueFull() }
     let observation = ticket.observe { [weak self] priority in self?.move(id, to: priority) }
     defer { ticket.stopObserving(observation) }
     try await withTaskCancellationHandler {
