@@ -34,9 +34,11 @@ public final class ConnectionWatch: Sendable {
   /// Connections with a request waiting or an input that has ended (for tests and diagnostics).
   public var trackedConnections: Int { state.withLock { $0.entries.count } }
 
-  /// Runs `body` in a task of its own that is cancelled when `connection`'s input ends (or when
-  /// the calling task is cancelled).
-  func run<T: Sendable>(on connection: ObjectIdentifier, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+  /// Runs `body` in a task of its own that is cancelled when `channel`'s input ends (or when
+  /// the calling task is cancelled). A channel that is already gone (the client reset it before
+  /// its request got here) cancels it at once.
+  func run<T: Sendable>(on channel: any Channel, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let connection = ObjectIdentifier(channel)
     let task = Task { try await body() }
     let token: UInt64? = state.withLock { state in
       if state.entries[connection]?.closed == true { return nil }
@@ -44,7 +46,9 @@ public final class ConnectionWatch: Sendable {
       state.entries[connection, default: Entry()].waiters[state.next] = { task.cancel() }
       return state.next
     }
-    if token == nil { task.cancel() }
+    // Checked after registering: a channel that went inactive before has had its entry
+    // forgotten (`ended`), and one that goes inactive now finds the waiter and cancels it.
+    if token == nil || !channel.isActive { task.cancel() }
     defer {
       if let token {
         state.withLock { state in
@@ -106,10 +110,10 @@ public final class ConnectionWatch: Sendable {
 public struct ImageServerContext: RequestContext {
   public var coreContext: CoreRequestContextStorage
   /// The connection the request came on.
-  let connection: ObjectIdentifier?
+  let channel: (any Channel)?
 
   public init(source: ApplicationRequestContextSource) {
     coreContext = .init(source: source)
-    connection = ObjectIdentifier(source.channel)
+    channel = source.channel
   }
 }

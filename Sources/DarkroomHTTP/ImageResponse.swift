@@ -1,4 +1,5 @@
 import Darkroom
+import NIOCore
 
 /// What the server answers, before it is written in any framework's types: a status, headers
 /// and a body (empty for HEAD and 304).
@@ -47,7 +48,7 @@ public struct ImageRequest: Sendable {
   public var requestID: String?
   /// The connection it came on, when the server can tell that the client hung up (a render is
   /// cancelled then; see ``ConnectionWatch``).
-  var connection: ObjectIdentifier?
+  var connection: (any Channel)?
 
   public init(path: String, isHead: Bool = false, accept: String? = nil, ifNoneMatch: String? = nil, requestID: String? = nil) {
     self.path = path

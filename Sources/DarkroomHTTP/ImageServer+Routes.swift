@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
+import NIOCore
 import ServiceLifecycle
 
 extension ImageServer: Service {
@@ -54,11 +55,11 @@ extension ImageServer {
     router.head("**") { request, context in await self.handle(request, connection: Self.connection(of: context)) }
   }
 
-  private static func connection(of context: some RequestContext) -> ObjectIdentifier? {
-    (context as? ImageServerContext)?.connection
+  private static func connection(of context: some RequestContext) -> (any Channel)? {
+    (context as? ImageServerContext)?.channel
   }
 
-  private func handle(_ request: Request, connection: ObjectIdentifier?) async -> Response {
+  private func handle(_ request: Request, connection: (any Channel)?) async -> Response {
     var imageRequest = ImageRequest(
       path: request.uri.path, isHead: request.method == .head, accept: request.headers[.accept],
       ifNoneMatch: request.headers[.ifNoneMatch],

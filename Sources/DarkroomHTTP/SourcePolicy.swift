@@ -60,8 +60,10 @@ public struct SourcePolicy: Sendable {
       return true
     }
     return allowHosts.contains { entry in
-      let (pattern, patternPort) = Self.splitPort(entry)
+      var (pattern, patternPort) = Self.splitPort(entry)
       guard (patternPort ?? (scheme == "https" ? 443 : 80)) == port else { return false }
+      // `[::1]` names the host `::1`, as `URL.host` gives it.
+      if pattern.hasPrefix("["), pattern.hasSuffix("]") { pattern = String(pattern.dropFirst().dropLast()) }
       return pattern.hasPrefix("*.") ? host.hasSuffix(pattern.dropFirst(1)) && host.count > pattern.count - 1 : host == pattern
     }
   }
@@ -94,8 +96,10 @@ public struct SourcePolicy: Sendable {
     }
     if let origin {
       let path = try relativeSegments(image).map(Self.escaped).joined(separator: "/")
-      guard let url = URL(string: path, relativeTo: origin)?.absoluteURL else {
-        throw PipelineError(.invalidInput, "the image path cannot be made into a URL: \(image)")
+      // `./` keeps a first segment such as `http:` a path (not a URL of its own, `http:/other-host/…`),
+      // and the joined URL is checked like any other.
+      guard let url = URL(string: "./" + path, relativeTo: origin)?.absoluteURL, allows(url) else {
+        throw PipelineError(.forbiddenDestination, "the image path leads out of the origin: \(image)")
       }
       return ImageSource(url: url)
     }

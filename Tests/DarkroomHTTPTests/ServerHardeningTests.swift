@@ -1,8 +1,9 @@
 import Darkroom
-import DarkroomHTTP
 import DarkroomHTTPTestServer
 import Foundation
 import Testing
+
+@testable import DarkroomHTTP
 
 /// What an attack on the server found, each kept fixed.
 @Suite("darkroom serve under attack")
@@ -81,10 +82,38 @@ struct ServerHardeningTests {
       #expect(try await running.get("/unsafe/20x20/" + SourceEncoding.component(outside)).status == 403, "\(outside)")
     }
     #expect(try await running.get("/unsafe/20x20/127.0.0.1:\(other.port)/secret.jpg").status != 200)
+    // A segment that reads as a scheme (`http:/host/…`, which libcurl takes for `http://host/…`).
+    for sneaky in ["http:%2F127.0.0.1:\(other.port)%2Fsecret.jpg", "http:/127.0.0.1:\(other.port)/secret.jpg"] {
+      #expect(try await running.get("/unsafe/20x20/" + sneaky).status != 200, "\(sneaky)")
+    }
     #expect(other.requestCount("/secret.jpg") == 0 && origin.requestCount("/private.jpg") == 0)
     try await running.stop()
     try await origin.shutdown()
     try await other.shutdown()
+  }
+
+  @Test("clients that reset right after sending never keep a render running")
+  func resetAfterSending() async throws {
+    let origin = try await ServedFixtures.slowOrigin(images: 10, delay: .seconds(60))
+    var configuration = ServedFixtures.configuration(origin: origin.baseURL)
+    configuration.concurrency = 1
+    configuration.queue = 10
+    let running = try await RunningServer.start(configuration)
+    let port = running.port
+    for index in 0..<10 {
+      try await RawSocket.onThread {
+        let fd = try RawSocket.connect(port: port)
+        var linger = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+        RawSocket.send(fd, Array("GET /unsafe/20x20/\(index).jpg HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        close(fd)
+      }
+    }
+    // Each render would wait 60 s for its origin: all ten end now only if each was cancelled.
+    #expect(try await eventually { try await running.metric(#"darkroom_http_requests_total{status="499"}"#) == 10 })
+    #expect(try await eventually { running.server.loader.activeCount == 0 })
+    try await running.stop()
+    try await origin.shutdown()
   }
 
   @Test("an origin's private answer is not kept for others, and is answered private")
