@@ -320,11 +320,15 @@ def main():
     ap.add_argument('--duration', type=int, default=10, help='seconds per wrk run')
     ap.add_argument('--storm', type=int, default=1000, help='concurrent requests for one uncached URL')
     ap.add_argument('--json', help='also write the figures to this file')
+    ap.add_argument('--hits-only', action='store_true',
+                    help='only the result-cache hits against nginx (no thumbor, no renders, no storm, no goals)')
     ap.add_argument('--darkroom-log-level', help="darkroom serve's --log-level (default: its own, info, with the "
                     "access log; thumbor runs at its default, warning)")
     a = ap.parse_args()
     if not a.peers_only and not a.darkroom:
         ap.error('DARKROOM_BINARY is needed unless --peers-only')
+    if a.hits_only and a.peers_only:
+        ap.error('--hits-only measures darkroom: it cannot go with --peers-only')
     for tool in ('wrk', 'nginx'):
         if not shutil.which(tool):
             sys.exit(f'{tool} missing: scripts/install-deps.sh --bench')
@@ -355,9 +359,9 @@ def main():
         scripts = {fmt: wrk_script(work, fmt, paths(fmt)) for fmt in FORMATS}
 
         # -- uncached: thumbor and darkroom (result cache off), rounds interleaved
-        servers = {'thumbor': (thumbor_port, start_thumbor(python, work, thumbor_port))}
-        procs.append(servers['thumbor'][1])
-        if not a.peers_only:
+        servers = {} if a.hits_only else {'thumbor': (thumbor_port, start_thumbor(python, work, thumbor_port))}
+        procs.extend(proc for _, proc in servers.values())
+        if not a.peers_only and not a.hits_only:
             proc = start_darkroom(a.darkroom, work, darkroom_port, 'darkroom', False, origin_port, a.darkroom_log_level)
             servers['darkroom'] = (darkroom_port, proc)
             procs.append(servers['darkroom'][1])
@@ -370,7 +374,7 @@ def main():
                     thumbor_jpegs = bodies
         runs = {(name, fmt): [] for name in servers for fmt in FORMATS}
         order = list(servers)
-        for r in range(a.rounds):
+        for r in range(a.rounds if order else 0):
             for fmt in FORMATS:
                 for name in order[r % len(order):] + order[:r % len(order)]:
                     port, proc = servers[name]
@@ -432,30 +436,19 @@ def main():
         report['cache_hits'] = hits
         stop(cached)
 
-        # -- STORM concurrent requests for one uncached URL: a fresh darkroom (thumbor when --peers-only)
-        target = paths('jpeg')[len(names) // 2]
-        origin_path = '/' + names[len(names) // 2]
-        if a.peers_only:
-            print(f'({a.storm} concurrent requests against thumbor, for reference: one render each) ...', flush=True)
-            sport, sproc = thumbor_port, servers['thumbor'][1]
+        if a.hits_only:
+            report['storm'] = None
         else:
-            sport = free_port()
-            sproc = start_darkroom(a.darkroom, work, sport, 'darkroom-storm', True, origin_port, a.darkroom_log_level)
-            procs.append(sproc)
-        before = origin_count(work, origin_path)
-        renders0 = metric(sport, 'darkroom_renders_total') if not a.peers_only else 0
-        result = storm(sport, target, a.storm)
-        time.sleep(0.2)  # the origin's log line
-        result['origin_requests'] = origin_count(work, origin_path) - before
-        result['renders'] = delta(metric(sport, 'darkroom_renders_total'), renders0) if not a.peers_only else None
-        result['server'] = 'thumbor' if a.peers_only else 'darkroom'
-        report['storm'] = result
+            report['storm'] = storm_report(a, work, names, paths, servers, thumbor_port, origin_port, procs)
     finally:
         for proc in procs:
             stop(proc)
         stop_nginx(prefix)
 
-    print_report(report, a.peers_only)
+    if a.hits_only:
+        print_hits(report)
+    else:
+        print_report(report, a.peers_only)
     if a.json:
         with open(a.json, 'w') as f:
             json.dump(report, f, indent=2)
@@ -463,6 +456,37 @@ def main():
         print(f'kept {work}')
     else:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def storm_report(a, work, names, paths, servers, thumbor_port, origin_port, procs):
+    """STORM concurrent requests for one uncached URL: a fresh darkroom (thumbor when --peers-only)."""
+    target = paths('jpeg')[len(names) // 2]
+    origin_path = '/' + names[len(names) // 2]
+    if a.peers_only:
+        print(f'({a.storm} concurrent requests against thumbor, for reference: one render each) ...', flush=True)
+        sport = thumbor_port
+    else:
+        sport = free_port()
+        sproc = start_darkroom(a.darkroom, work, sport, 'darkroom-storm', True, origin_port, a.darkroom_log_level)
+        procs.append(sproc)
+    before = origin_count(work, origin_path)
+    renders0 = metric(sport, 'darkroom_renders_total') if not a.peers_only else 0
+    result = storm(sport, target, a.storm)
+    time.sleep(0.2)  # the origin's log line
+    result['origin_requests'] = origin_count(work, origin_path) - before
+    result['renders'] = delta(metric(sport, 'darkroom_renders_total'), renders0) if not a.peers_only else None
+    result['server'] = 'thumbor' if a.peers_only else 'darkroom'
+    return result
+
+
+def print_hits(rep):
+    print(f'\n## result-cache hits (JPEG) vs nginx serving the same bytes as static files\n')
+    print('| server | req/s | vs nginx | p50 ms | p95 ms | p99 ms | CPU ms/req | non-2xx | socket errors |')
+    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+    fmt_ms = lambda v: '-' if v is None else f'{v:.1f}'
+    for r in rep['cache_hits']:
+        print(f'| {r["server"]} | {r["rps"]:.0f} | {r["vs_nginx"]:.2f}x | {r["p50_ms"]:.2f} | {r["p95_ms"]:.2f} | '
+              f'{r["p99_ms"]:.2f} | {fmt_ms(r["cpu_ms_per_request"])} | {r["non_2xx"]} | {r["socket_errors"]} |')
 
 
 def print_report(rep, peers_only):
@@ -477,12 +501,7 @@ def print_report(rep, peers_only):
               f'{fmt_ms(r["p95_ms"])} | {fmt_ms(r["p99_ms"])} | {r["peak_rss_mb"]:.0f} | '
               f'{fmt_ms(r["cpu_ms_per_request"])} | '
               f'{r["mean_bytes"]:.0f} | {r["non_2xx"]} | {r["socket_errors"]} |')
-    print(f'\n## result-cache hits (JPEG) vs nginx serving the same bytes as static files\n')
-    print('| server | req/s | vs nginx | p50 ms | p95 ms | p99 ms | CPU ms/req | non-2xx | socket errors |')
-    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
-    for r in rep['cache_hits']:
-        print(f'| {r["server"]} | {r["rps"]:.0f} | {r["vs_nginx"]:.2f}x | {r["p50_ms"]:.2f} | {r["p95_ms"]:.2f} | '
-              f'{r["p99_ms"]:.2f} | {fmt_ms(r["cpu_ms_per_request"])} | {r["non_2xx"]} | {r["socket_errors"]} |')
+    print_hits(rep)
     s = rep['storm']
     print(f'\n## {s["requests"]} concurrent requests for one uncached URL ({s["server"]})\n')
     renders = '-' if s['renders'] is None else f'{s["renders"]:.0f}'

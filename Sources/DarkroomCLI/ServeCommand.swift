@@ -104,7 +104,7 @@ struct ServeCommand: AsyncParsableCommand {
     let router = Router(context: ImageServerContext.self)
     server.addRoutes(to: router)
     let app = Application(
-      router: router, server: server.serverBuilder,
+      router: router, server: server.serverBuilder(serverName: "darkroom"),
       configuration: .init(address: .hostname(host, port: port), serverName: "darkroom"),
       onServerRunning: { channel in
         let bound = channel.localAddress?.port ?? port

@@ -24,11 +24,29 @@ extension ImageServer {
   /// The HTTP/1.1 server for ``addRoutes(to:)``: ``connections``' handler on every connection
   /// (so that a client that hangs up cancels its render) and the configuration's idle timeout
   /// (so that a connection that sends nothing, or half a request's head, is closed).
-  public var serverBuilder: HTTPServerBuilder {
-    .http1(
-      configuration: .init(
-        additionalChannelHandlers: [self.connections.makeHandler()],
-        idleTimeout: .milliseconds(Int64((configuration.idleTimeout * 1000).rounded()))))
+  ///
+  /// Requests answered before from the result cache's memory are answered on the connection's
+  /// event loop, before Hummingbird's router (no task, no thread hop); everything else goes to
+  /// the router. Such answers carry a `Date` header, and a `Server` header when ``serverBuilder(serverName:)``
+  /// is given the name the application's configuration uses.
+  public var serverBuilder: HTTPServerBuilder { serverBuilder(serverName: nil) }
+
+  /// ``serverBuilder``, whose answers from memory carry `Server: serverName` like the
+  /// application's own (Hummingbird's `ApplicationConfiguration.serverName`).
+  ///
+  /// ```swift
+  /// let app = Application(
+  ///   router: router, server: server.serverBuilder(serverName: "darkroom"),
+  ///   configuration: .init(address: .hostname("127.0.0.1", port: 8080), serverName: "darkroom"))
+  /// ```
+  public func serverBuilder(serverName: String?) -> HTTPServerBuilder {
+    let configuration = HTTP1Channel.Configuration(
+      additionalChannelHandlers: [self.connections.makeHandler()],
+      idleTimeout: .milliseconds(Int64((self.configuration.idleTimeout * 1000).rounded())))
+    return HTTPServerBuilder { responder in
+      ImageServerChannel(
+        http1: HTTP1Channel(responder: responder, configuration: configuration), server: self, serverName: serverName)
+    }
   }
 
   /// Mounts the server on `router`: `GET`/`HEAD` for every image path, `/healthz` (alive),

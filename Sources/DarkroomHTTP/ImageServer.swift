@@ -1,6 +1,7 @@
 import Darkroom
 import Foundation
 import Logging
+import Synchronization
 
 /// An image server: thumbor URLs and presets in, images out, with a result cache, one render for
 /// identical concurrent requests, admission control and time limits that stop the work.
@@ -39,6 +40,8 @@ public final class ImageServer: Sendable {
   let draining = Protected(false)
   /// Which connections have hung up (put its handler on every connection; see ``addRoutes(to:)``).
   public let connections = ConnectionWatch()
+  /// Requests answered from memory by a connection's ``MemoryHitHandler`` (for tests).
+  let eventLoopAnswers = Atomic<Int>(0)
 
   /// A server with `configuration` (checked with ``ServerConfiguration/validate()``); logs go
   /// to `logger`.
@@ -86,22 +89,19 @@ public final class ImageServer: Sendable {
   /// Answers one image request. Never throws: every failure is an error response (or the
   /// fallback image), and the log line carries the detail.
   public func respond(to request: ImageRequest) async -> ImageResponse {
-    let requestID = request.requestID ?? Self.makeRequestID()
     let started = ContinuousClock.now
+    // Read once: the request's format choice is asked by the hit index and remembered by it.
+    let indexKey = cache == nil ? nil : hitIndexKey(request)
+    if let indexKey, let hit = memoryAnswer(to: request, indexKey: indexKey, started: started) { return hit }
+    let requestID = request.requestID ?? Self.makeRequestID()
     metrics.requestStarted()
     var response = ImageResponse(status: 500)
     var plan: RenderPlan?
-    // Read once: the request's format choice is asked by the hit index and remembered by it.
-    let indexKey = cache == nil ? nil : hitIndexKey(request)
-    if let indexKey, let hit = quickHit(request, indexKey: indexKey) {
-      response = hit
-    } else {
-      do {
-        plan = try self.plan(for: request)
-      } catch {
-        // What is wrong with the URL is the client's own text: it is safe to say.
-        response = await failure(error, request: request, plan: nil, requestID: requestID, detail: error.message)
-      }
+    do {
+      plan = try self.plan(for: request)
+    } catch {
+      // What is wrong with the URL is the client's own text: it is safe to say.
+      response = await failure(error, request: request, plan: nil, requestID: requestID, detail: error.message)
     }
     if let plan {
       do {
@@ -110,6 +110,29 @@ public final class ImageServer: Sendable {
         response = await failure(PipelineError.from(error), request: request, plan: plan, requestID: requestID)
       }
     }
+    return finished(response, request: request, requestID: requestID, started: started)
+  }
+
+  /// The answer to a request made before, from memory alone and at once (no URL reading, no
+  /// task, no disk), with its metrics and access-log line; `nil` when it takes the full way.
+  /// The connection handler of ``serverBuilder`` answers hits with it before Hummingbird's
+  /// request task is involved.
+  func memoryAnswer(to request: ImageRequest, started: ContinuousClock.Instant = .now) -> ImageResponse? {
+    guard cache != nil else { return nil }
+    return memoryAnswer(to: request, indexKey: hitIndexKey(request), started: started)
+  }
+
+  private func memoryAnswer(to request: ImageRequest, indexKey: String, started: ContinuousClock.Instant) -> ImageResponse? {
+    guard let hit = quickHit(request, indexKey: indexKey) else { return nil }
+    metrics.requestStarted()
+    return finished(hit, request: request, requestID: request.requestID ?? Self.makeRequestID(), started: started)
+  }
+
+  /// Adds the request id, ends the request's metrics and writes its access-log line.
+  private func finished(
+    _ response: ImageResponse, request: ImageRequest, requestID: String, started: ContinuousClock.Instant
+  ) -> ImageResponse {
+    var response = response
     response.headers.append(("X-Request-Id", requestID))
     let elapsed = ContinuousClock.now - started
     metrics.requestEnded(status: response.status, bytes: request.isHead ? 0 : response.bodyLength, duration: elapsed)

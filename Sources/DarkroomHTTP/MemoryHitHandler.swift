@@ -1,0 +1,143 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// Answers result-cache hits on the connection's event loop, before Hummingbird's request task.
+///
+/// A hit needs no URL reading and no task: the hit index and the memory level answer it at once
+/// (``ImageServer/memoryAnswer(to:started:)``). Handing it to Hummingbird costs two thread hops
+/// (the event loop to Swift's cooperative pool and back) and the router, which is most of a hit's
+/// time. Any other request (a miss, `/healthz`, a query string, another method) goes on to
+/// Hummingbird unchanged.
+///
+/// Responses stay in request order: while a request that went on to Hummingbird has not had its
+/// response's end written, pipelined requests after it go on as well. The handler sits after
+/// Hummingbird's connection-state handler, so idle time-outs, graceful shutdown and
+/// `Connection: close` see its answers like any other.
+final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
+  typealias InboundIn = HTTPRequestPart
+  typealias InboundOut = HTTPRequestPart
+  typealias OutboundIn = HTTPResponsePart
+  typealias OutboundOut = HTTPResponsePart
+
+  private let server: ImageServer
+  private let serverName: String?
+  /// Requests handed on whose response has not ended.
+  private var handedOn = 0
+  /// The rest of a request answered here (its body and end) is dropped.
+  private var dropping = false
+  private var date = HTTPDateText()
+
+  init(server: ImageServer, serverName: String?) {
+    self.server = server
+    self.serverName = serverName
+  }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    switch unwrapInboundIn(data) {
+    case .head(let head):
+      dropping = false
+      if handedOn == 0, let answer = answer(head) {
+        dropping = true
+        server.eventLoopAnswers.add(1, ordering: .relaxed)
+        write(answer, closing: head.headerFields[.connection]?.lowercased() == "close", context: context)
+        return
+      }
+      handedOn += 1
+    case .body, .end:
+      if dropping { return }
+    }
+    context.fireChannelRead(data)
+  }
+
+  func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    if case .end = unwrapOutboundIn(data) { handedOn = max(0, handedOn - 1) }
+    context.write(data, promise: promise)
+  }
+
+  /// The memory answer to `head`, when it is an image request answered before.
+  private func answer(_ head: HTTPRequest) -> ImageResponse? {
+    guard head.method == .get || head.method == .head, let path = head.path, path.utf8.first == UInt8(ascii: "/"),
+      !path.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
+    else { return nil }
+    let request = ImageRequest(
+      path: path, isHead: head.method == .head, accept: head.headerFields[.accept],
+      ifNoneMatch: head.headerFields[.ifNoneMatch],
+      requestID: Self.requestIDField.flatMap { ImageServer.usableRequestID(head.headerFields[$0]) })
+    return server.memoryAnswer(to: request)
+  }
+
+  private func write(_ answer: ImageResponse, closing: Bool, context: ChannelHandlerContext) {
+    var fields = HTTPFields()
+    for (name, value) in answer.headers {
+      if let field = HTTPField.Name(name) { fields[field] = value }
+    }
+    let body = answer.body.map { bytes in bytes.withUnsafeBytes { context.channel.allocator.buffer(bytes: $0) } }
+    if let body { fields[.contentLength] = String(body.readableBytes) }
+    fields[.date] = date.now()
+    if let serverName { fields[.server] = serverName }
+    if closing { fields[.connection] = "close" }
+    context.write(wrapOutboundOut(.head(HTTPResponse(status: .init(code: answer.status), headerFields: fields))), promise: nil)
+    if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
+    guard closing else {
+      context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+      return
+    }
+    let channel = context.channel
+    let written = context.eventLoop.makePromise(of: Void.self)
+    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+    written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+  }
+
+  private static let requestIDField = HTTPField.Name("X-Request-Id")
+}
+
+/// The `Date` header's text (RFC 9110's IMF-fixdate), formatted at most once a second.
+struct HTTPDateText {
+  private var second = -1
+  private var text = ""
+
+  mutating func now() -> String {
+    var clock = time(nil)
+    guard clock != second else { return text }
+    var parts = tm()
+    guard gmtime_r(&clock, &parts) != nil, (0...6).contains(parts.tm_wday), (0...11).contains(parts.tm_mon) else {
+      return text
+    }
+    let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    text =
+      "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(Int(parts.tm_year) + 1900) "
+      + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    second = clock
+    return text
+  }
+}
+
+/// Hummingbird's HTTP/1.1 channel with a ``MemoryHitHandler`` after its connection-state handler.
+struct ImageServerChannel: ServerChildChannel {
+  typealias Value = HTTP1Channel.Value
+  let http1: HTTP1Channel
+  let server: ImageServer
+  let serverName: String?
+
+  func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+    let server = self.server
+    let serverName = self.serverName
+    return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+      let operations = channel.pipeline.syncOperations
+      let state = try operations.handler(type: HTTPConnectionStateHandler.self)
+      try operations.addHandler(MemoryHitHandler(server: server, serverName: serverName), position: .after(state))
+      return value
+    }
+  }
+
+  func handle(value: Value, logger: Logger) async {
+    await http1.handle(value: value, logger: logger)
+  }
+}
