@@ -10,7 +10,8 @@
 #
 # How: runs the runner under valgrind's callgrind (which records every function executed) on the
 # bundled example pipelines and images (small and >= 1 MiB files, PNG, JPEG, WebP, crop, fill,
-# variants, a disk cache written then read, an HTTP fetch from a loopback server), then keeps the
+# variants, a disk cache written then read, an HTTP fetch from a loopback server, and `darkroom
+# serve` answering renders, hits and its operations routes), then keeps the
 # names of the functions defined in the binary. Needs valgrind (scripts/install-deps.sh --profile);
 # fails without it. Everything runs offline.
 set -euo pipefail
@@ -73,6 +74,33 @@ for _ in $(seq 50); do
 done
 profile http run "$root/Examples/pipelines/bench-http-thumb.json" "http://127.0.0.1:$port/dunes.jpg" \
   "http://127.0.0.1:$port/rings.png" --output "$work/out" --quiet
+
+# The image server: start-up, renders (JPEG and WebP from the origin, PNG), a hit answered on the
+# connection, a 304, HEAD, an error, the operations routes, and a graceful shutdown (SIGTERM).
+serve_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$work/serve.json" <<JSON
+{ "privateHosts": ["127.0.0.1"], "origin": "http://127.0.0.1:$port/", "timeout": 600 }
+JSON
+VIPS_NOVECTOR=1 valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/profiles/serve.out" \
+  "$work/darkroom" serve --config "$work/serve.json" --bind "127.0.0.1:$serve_port" --allow-unsafe \
+  --log-level warning >/dev/null 2>&1 &
+serve_pid=$!
+for _ in $(seq 600); do
+  curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$serve_port/healthz" && break
+  sleep 0.2
+done
+base="http://127.0.0.1:$serve_port"
+for request in "/unsafe/fit-in/100x100/dunes.jpg" "/unsafe/fit-in/100x100/dunes.jpg" \
+  "/unsafe/50x50/filters:format(png)/rings.png" "/unsafe/fit-in/80x80/filters:nope()/dunes.jpg" "/metrics" "/readyz"; do
+  curl -s -o /dev/null --max-time 300 -H 'Accept: image/webp' "$base$request" || true
+done
+etag=$(curl -s -D - -o /dev/null --max-time 300 -H 'Accept: image/webp' "$base/unsafe/fit-in/100x100/dunes.jpg" |
+  tr -d '\r' | sed -n 's/^[Ee][Tt]ag: //p')
+curl -s -o /dev/null --max-time 300 -H 'Accept: image/webp' -H "If-None-Match: $etag" "$base/unsafe/fit-in/100x100/dunes.jpg" || true
+curl -s -o /dev/null --max-time 300 -I "$base/unsafe/fit-in/100x100/dunes.jpg" || true
+kill -TERM "$serve_pid"
+wait "$serve_pid" || true
+[ -s "$work/profiles/serve.out" ] || { echo "link-order: the profiled server wrote no profile" >&2; exit 1; }
 
 python3 - "$work/darkroom" "$order" "$work"/profiles/*.out <<'PY'
 import re, subprocess, sys

@@ -15,7 +15,10 @@ import NIOHTTPTypes
 /// Hummingbird unchanged.
 ///
 /// Responses stay in request order: while a request that went on to Hummingbird has not had its
-/// response's end written, pipelined requests after it go on as well. The handler sits after
+/// response's end written, pipelined requests after it go on as well. A client that sends
+/// without reading cannot make answers pile up in memory: once the connection's outbound buffer
+/// is over its high-water mark (the channel is not writable), requests go on to Hummingbird,
+/// whose request stream stops reading from the socket until the client reads. The handler sits after
 /// Hummingbird's connection-state handler, so idle time-outs, graceful shutdown and
 /// `Connection: close` see its answers like any other.
 final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -41,7 +44,7 @@ final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
     switch unwrapInboundIn(data) {
     case .head(let head):
       dropping = false
-      if handedOn == 0, let answer = answer(head) {
+      if handedOn == 0, context.channel.isWritable, let answer = answer(head) {
         dropping = true
         server.eventLoopAnswers.add(1, ordering: .relaxed)
         write(answer, closing: head.headerFields[.connection]?.lowercased() == "close", context: context)

@@ -86,4 +86,66 @@ struct MemoryHitHandlerTests {
     try await running.stop()
     try await origin.shutdown()
   }
+
+  @Test("a client that sends hits without reading is held back: the server stops reading, and no answer is lost")
+  func clientThatDoesNotRead() async throws {
+    let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .zero)
+    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
+    let path = "/unsafe/8x8/0.jpg"
+    #expect(try await running.get(path).status == 200)
+    // 20,000 requests of 2 KB: 40 MB, far more than the sockets' buffers hold.
+    let count = 20_000
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "a", count: 2_000))\r\n\r\n".utf8)
+    let port = running.port
+    let (heldAt, answered) = try await RawSocket.onThread { try Self.sendWithoutReading(request, count: count, port: port) }
+    // Held back well before the end: the server stopped reading while its answers went unread.
+    #expect(heldAt.map { $0 < count / 2 } == true, "sent \(heldAt.map(String.init) ?? "everything") before being held")
+    #expect(answered == count)
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
+  /// Writes `count` copies of `request` without reading until the connection stays full for a
+  /// second (the requests sent by then), then reads and writes together until every answer is
+  /// in (the 200s counted).
+  private static func sendWithoutReading(_ request: [UInt8], count: Int, port: Int) throws -> (Int?, Int) {
+    let fd = try RawSocket.connect(port: port)
+    defer { close(fd) }
+    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+    var sent = 0
+    var offset = 0
+    var heldAt: Int?
+    var answered = 0
+    var tail: [UInt8] = []
+    let statusLine = Array("HTTP/1.1 200 OK\r\n".utf8)
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    let deadline = ContinuousClock.now + .seconds(120)
+    while answered < count, ContinuousClock.now < deadline {
+      if sent < count {
+        let wrote = request[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if wrote > 0 {
+          offset += wrote
+          if offset == request.count { (sent, offset) = (sent + 1, 0) }
+          continue
+        }
+        guard errno == EAGAIN || errno == EWOULDBLOCK else { throw RawSocket.Failure.short }
+      }
+      let reading = heldAt != nil || sent == count
+      var poller = pollfd(fd: fd, events: Int16(reading ? POLLOUT | POLLIN : POLLOUT), revents: 0)
+      if !reading {
+        if poll(&poller, 1, 1_000) == 0 { heldAt = sent }
+        continue
+      }
+      _ = poll(&poller, 1, 1_000)
+      let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if got == 0 { break }
+      if got < 0 { continue }
+      let window = tail + buffer[..<got]
+      answered +=
+        window.indices.dropLast(statusLine.count - 1).filter { window[$0..<$0 + statusLine.count].elementsEqual(statusLine) }
+        .count
+      tail = Array(window.suffix(statusLine.count - 1))
+    }
+    return (heldAt, answered)
+  }
 }
