@@ -20,7 +20,8 @@ import NIOHTTPTypes
 /// is over its high-water mark (the channel is not writable), requests go on to Hummingbird,
 /// whose request stream stops reading from the socket until the client reads. The handler sits after
 /// Hummingbird's connection-state handler, so idle time-outs, graceful shutdown and
-/// `Connection: close` see its answers like any other.
+/// `Connection: close` see its answers like any other. An answer to a request that asks to close
+/// the connection closes its sending side once the answer is out.
 final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
   typealias InboundIn = HTTPRequestPart
   typealias InboundOut = HTTPRequestPart
@@ -33,6 +34,8 @@ final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
   private var handedOn = 0
   /// The rest of a request answered here (its body and end) is dropped.
   private var dropping = false
+  /// An answer asked the connection to close: its sending side is closed.
+  private var outputClosed = false
   private var date = HTTPDateText()
 
   init(server: ImageServer, serverName: String?) {
@@ -41,13 +44,15 @@ final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
   }
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    // After an answer that closed the connection nothing more is read into requests.
+    if outputClosed { return }
     switch unwrapInboundIn(data) {
     case .head(let head):
       dropping = false
       if handedOn == 0, context.channel.isWritable, let answer = answer(head) {
         dropping = true
         server.eventLoopAnswers.add(1, ordering: .relaxed)
-        write(answer, closing: head.headerFields[.connection]?.lowercased() == "close", context: context)
+        write(answer, closing: Self.asksToClose(head), context: context)
         return
       }
       handedOn += 1
@@ -55,6 +60,13 @@ final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
       if dropping { return }
     }
     context.fireChannelRead(data)
+  }
+
+  /// Whether the request's `Connection` header holds the `close` option.
+  static func asksToClose(_ head: HTTPRequest) -> Bool {
+    head.headerFields[values: .connection].contains { value in
+      value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
+    }
   }
 
   func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -86,14 +98,14 @@ final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
     if closing { fields[.connection] = "close" }
     context.write(wrapOutboundOut(.head(HTTPResponse(status: .init(code: answer.status), headerFields: fields))), promise: nil)
     if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
-    guard closing else {
-      context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-      return
+    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    if closing {
+      // Only the sending side, once what is written has gone out: a full close with a request
+      // body still unread would make the kernel reset the connection and drop the answer. The
+      // connection ends when the client closes its side, or at the idle timeout.
+      outputClosed = true
+      context.close(mode: .output, promise: nil)
     }
-    let channel = context.channel
-    let written = context.eventLoop.makePromise(of: Void.self)
-    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
-    written.futureResult.whenComplete { _ in channel.close(promise: nil) }
   }
 
   private static let requestIDField = HTTPField.Name("X-Request-Id")

@@ -105,6 +105,39 @@ struct MemoryHitHandlerTests {
     try await origin.shutdown()
   }
 
+  @Test("Connection: close on a hit with a body still unread: the whole answer, then an orderly end, not a reset")
+  func closeWithUnreadBody() async throws {
+    let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .zero)
+    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
+    let path = "/unsafe/600x600/filters:format(png)/0.jpg"
+    let rendered = try await running.get(path)
+    #expect(rendered.status == 200 && rendered.body.count > 100_000)
+    let port = running.port
+    for connection in ["close", "keep-alive, Close"] {
+      let body = [UInt8](repeating: 0x78, count: 1 << 20)
+      let head = "GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: \(connection)\r\nContent-Length: \(body.count)\r\n\r\n"
+      let (raw, ending) = try await RawSocket.onThread { () throws -> ([UInt8], Int32) in
+        let fd = try RawSocket.connect(port: port)
+        defer { close(fd) }
+        RawSocket.send(fd, Array(head.utf8) + body)
+        var raw: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+          let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+          if count < 0 { return (raw, errno) }
+          if count == 0 { return (raw, 0) }
+          raw += buffer[..<count]
+        }
+      }
+      #expect(ending == 0, "the connection was reset (errno \(ending)) with \(raw.count) bytes read")
+      let reply = try HTTPReply.parse(raw, head: false)
+      #expect(reply.status == 200 && reply.body == rendered.body && reply.headers["connection"] == "close")
+    }
+    #expect(running.server.eventLoopAnswers.load(ordering: .relaxed) == 2)
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
   /// Writes `count` copies of `request` without reading until the connection stays full for a
   /// second (the requests sent by then), then reads and writes together until every answer is
   /// in (the 200s counted).
