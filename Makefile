@@ -114,7 +114,8 @@ validate: deps
 ## into $(DOCS_SCRATCH), ignored by git and removed afterwards), so Docs/ stays their one copy.
 DOCS_OUT ?= .build/docs
 DOCS_SCRATCH = Sources/Darkroom/Darkroom.docc/Docs
-DOC_TARGETS = Darkroom DarkroomCore DarkroomVips DarkroomCache DarkroomCurl DarkroomTesting DarkroomVipsTesting DarkroomHTTP
+DOC_TARGETS = Darkroom DarkroomCore DarkroomVips DarkroomCache DarkroomCurl DarkroomTesting DarkroomVipsTesting DarkroomHTTP \
+  DarkroomPostgres
 docs: deps
 	rm -rf $(DOCS_OUT) $(DOCS_SCRATCH)
 	python3 scripts/docc-articles.py Docs $(DOCS_SCRATCH)

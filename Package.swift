@@ -14,6 +14,7 @@ let package = Package(
     .library(name: "DarkroomTesting", targets: ["DarkroomTesting"]),
     .library(name: "DarkroomVipsTesting", targets: ["DarkroomVipsTesting"]),
     .library(name: "DarkroomHTTP", targets: ["DarkroomHTTP"]),
+    .library(name: "DarkroomPostgres", targets: ["DarkroomPostgres"]),
     .executable(name: "darkroom", targets: ["DarkroomCLI"]),
     .plugin(name: "ValidatePipelines", targets: ["ValidatePipelines"]),
   ],
@@ -30,6 +31,7 @@ let package = Package(
     .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+    .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
   ],
   targets: [
     .systemLibrary(
@@ -74,6 +76,14 @@ let package = Package(
         .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+      ],
+      swiftSettings: strict),
+    // Scale-out (issue 16): the job queue and the shared result store on PostgreSQL (postgres-nio).
+    .target(
+      name: "DarkroomPostgres",
+      dependencies: [
+        "DarkroomCore", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+        .product(name: "Crypto", package: "swift-crypto"),
       ],
       swiftSettings: strict),
     .target(
@@ -126,6 +136,8 @@ let package = Package(
         .product(name: "HummingbirdTesting", package: "hummingbird"),
       ],
       swiftSettings: strict),
+    .testTarget(
+      name: "DarkroomPostgresTests", dependencies: ["DarkroomPostgres", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(
       name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "CZlib"],

@@ -63,6 +63,7 @@ public struct ErrorStatus: Sendable, Equatable {
     .cacheCorrupt: (500, "the image could not be made"),
     .cacheUnavailable: (500, "the image could not be made"),
     .cacheInUse: (500, "the image could not be made"),
+    .queueUnavailable: (503, "the server cannot reach its shared store; try again later"),
     .stageFailed: (500, "the image could not be made"),
     .willFinishFailed: (500, "the image could not be made"),
     .notifyFailed: (500, "the image could not be made"),

@@ -56,6 +56,9 @@ extension PipelineError {
     /// A cache store is locked by another process (an image table another run has open); opening
     /// it again once that process has ended can succeed.
     public static let cacheInUse = Self("cacheInUse")
+    /// A job queue's database cannot be reached or used (down, refused the login, its tables
+    /// from a newer Darkroom); a worker reconnects with backoff.
+    public static let queueUnavailable = Self("queueUnavailable")
     /// The operation or a stage ran out of time.
     public static let timedOut = Self("timedOut")
     /// The operation was cancelled.

@@ -1,0 +1,297 @@
+import Crypto
+import DarkroomCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A `JobQueue` (from `DarkroomCore`) on PostgreSQL: jobs are claimed with `FOR UPDATE SKIP LOCKED`,
+/// under leases fenced by a token, and a result commits in the transaction that marks its job
+/// done. Every claim, completion, retry and refusal is written to a ledger (`darkroom_ledger`).
+///
+/// The queue uses a running `PostgresClient` (postgres-nio's connection pool): run the client
+/// beside it, or use ``withQueue(at:logger:_:)``, which does both. The tables are created on
+/// first use (``prepare()``), or by `darkroom queue init`.
+///
+/// ```swift
+/// try await PostgresJobQueue.withQueue(at: PostgresLocation("postgres://darkroom@db/images")) { queue in
+///   let batch = try await queue.enqueue(batch: "thumbs", pipeline: json, sources: ["a.jpg"])
+///   print(try await queue.status(of: batch.id))   // queued 1, running 0, done 0, dead 0
+/// }
+/// ```
+public final class PostgresJobQueue: JobQueue {
+  public let client: PostgresClient
+  let logger: Logger
+
+  /// Sources of at most this many bytes (a path or a URL) are queued.
+  public static let maxSourceBytes = 8_192
+  /// Batch names of at most this many bytes.
+  public static let maxNameBytes = 200
+
+  public init(client: PostgresClient, logger: Logger = Logger(label: "darkroom.queue")) {
+    self.client = client
+    self.logger = logger
+  }
+
+  /// Runs a client for `location`, prepares the tables, and calls `body` with the queue; the
+  /// client stops when `body` returns.
+  public static func withQueue<Result: Sendable>(
+    at location: PostgresLocation, logger: Logger = Logger(label: "darkroom.queue"),
+    _ body: @Sendable (PostgresJobQueue) async throws -> Result
+  ) async throws -> Result {
+    let client = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { await client.run() }
+      defer { group.cancelAll() }
+      let queue = PostgresJobQueue(client: client, logger: logger)
+      try await queue.prepare()
+      return try await body(queue)
+    }
+  }
+
+  public func prepare() async throws(PipelineError) {
+    _ = try await database("prepare its tables") { try await PostgresSchema.migrate(self.client, logger: self.logger) }
+  }
+
+  public func enqueue(batch: String, pipeline: String, sources: [String]) async throws(PipelineError) -> EnqueuedBatch {
+    guard !batch.isEmpty, batch.utf8.count <= Self.maxNameBytes, !batch.contains("\0") else {
+      throw PipelineError(.invalidInput, "a batch name is 1 to \(Self.maxNameBytes) bytes, without NUL")
+    }
+    if let bad = sources.first(where: { $0.isEmpty || $0.utf8.count > Self.maxSourceBytes || $0.contains("\0") }) {
+      throw PipelineError(
+        .invalidInput, "a queued source is 1 to \(Self.maxSourceBytes) bytes, without NUL: \(bad.prefix(80))")
+    }
+    guard !pipeline.contains("\0") else { throw PipelineError(.invalidInput, "the pipeline holds a NUL byte") }
+    let digest = SHA256.hash(data: Data(pipeline.utf8)).map { String(format: "%02x", $0) }.joined()
+    let logger = logger
+    return try await database("enqueue the batch") {
+      try await self.client.withTransaction(logger: logger) { connection in
+        try await connection.query(
+          """
+          INSERT INTO darkroom_batches (id, name, pipeline, pipeline_sha256)
+          VALUES (gen_random_uuid(), \(batch), \(pipeline), \(digest)) ON CONFLICT (name) DO NOTHING
+          """, logger: logger)
+        var found: (UUID, String)?
+        for try await row in try await connection.query(
+          "SELECT id, pipeline_sha256 FROM darkroom_batches WHERE name = \(batch)", logger: logger
+        ).decode((UUID, String).self) {
+          found = row
+        }
+        guard let (id, existing) = found else {
+          throw PipelineError(.queueUnavailable, "the batch \(batch) was not stored")
+        }
+        guard existing == digest else {
+          throw PipelineError(
+            .invalidInput, "the batch \(batch) was enqueued with another pipeline; give this one another --batch name")
+        }
+        var added = 0
+        // Sources in slices, so that one statement's parameters stay bounded.
+        for start in stride(from: 0, to: sources.count, by: 1_000) {
+          let slice = Array(sources[start..<min(start + 1_000, sources.count)])
+          for try await _ in try await connection.query(
+            """
+            INSERT INTO darkroom_jobs (batch_id, source) SELECT \(id), unnest(\(slice)::text[])
+            ON CONFLICT (batch_id, source) DO NOTHING RETURNING id
+            """, logger: logger
+          ) {
+            added += 1
+          }
+        }
+        return EnqueuedBatch(id: id, added: added)
+      }
+    }
+  }
+
+  public func claim(worker: String, limit: Int, lease: Duration) async throws(PipelineError) -> [JobLease] {
+    let seconds = try Self.leaseSeconds(lease)
+    guard (1...1_000).contains(limit) else { throw PipelineError(.invalidInput, "a claim takes 1 to 1000 jobs, not \(limit)") }
+    let worker = String(worker.prefix(200))
+    let logger = logger
+    return try await database("claim jobs") {
+      var leases: [JobLease] = []
+      let rows = try await self.client.query(
+        """
+        WITH picked AS (
+          SELECT id FROM darkroom_jobs
+          WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now())
+          ORDER BY id FOR UPDATE SKIP LOCKED LIMIT \(limit)
+        ), claimed AS (
+          UPDATE darkroom_jobs j SET state = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid(),
+            lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds)), worker = \(worker), updated_at = now()
+          FROM picked WHERE j.id = picked.id
+          RETURNING j.id, j.batch_id, j.source, j.attempts, j.lease_token, j.lease_expires_at
+        ), logged AS (
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
+          SELECT id, 'claimed', \(worker), attempts, lease_token FROM claimed
+        )
+        SELECT c.id, c.batch_id, c.source, c.attempts, c.lease_token, c.lease_expires_at, b.pipeline
+        FROM claimed c JOIN darkroom_batches b ON b.id = c.batch_id ORDER BY c.id
+        """, logger: logger)
+      for try await (job, batch, source, attempt, token, expires, pipeline) in rows.decode(
+        (Int64, UUID, String, Int, UUID, Date, String).self)
+      {
+        leases.append(
+          JobLease(
+            job: job, batch: batch, source: source, pipeline: pipeline, worker: worker, attempt: attempt, token: token,
+            expiresAt: expires))
+      }
+      return leases
+    }
+  }
+
+  public func heartbeat(_ lease: JobLease, extendingBy duration: Duration) async throws(PipelineError) -> Bool {
+    let seconds = try Self.leaseSeconds(duration)
+    let logger = logger
+    return try await database("renew a lease") {
+      var renewed = false
+      for try await _ in try await self.client.query(
+        """
+        UPDATE darkroom_jobs SET lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds))
+        WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
+        """, logger: logger)
+      {
+        renewed = true
+      }
+      return renewed
+    }
+  }
+
+  public func complete(_ lease: JobLease, with result: JobResult) async throws(PipelineError) -> Bool {
+    let digest = SHA256.hash(data: result.bytes).map { String(format: "%02x", $0) }.joined()
+    let name = String(result.name.prefix(1_024))
+    let logger = logger
+    let worker = lease.worker
+    return try await database("store a result") {
+      try await self.client.withTransaction(logger: logger) { connection in
+        var owned = false
+        for try await _ in try await connection.query(
+          """
+          UPDATE darkroom_jobs SET state = 'done', lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+          WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
+          """, logger: logger)
+        {
+          owned = true
+        }
+        let event = owned ? "done" : "fenced"
+        if owned {
+          try await connection.query(
+            """
+            INSERT INTO darkroom_results (job_id, name, bytes, sha256, size)
+            VALUES (\(lease.job), \(name), \(ByteBuffer(bytes: result.bytes)), \(digest), \(Int64(result.bytes.count)))
+            """, logger: logger)
+        }
+        try await connection.query(
+          """
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
+          VALUES (\(lease.job), \(event), \(worker), \(lease.attempt), \(lease.token))
+          """, logger: logger)
+        return owned
+      }
+    }
+  }
+
+  public func fail(_ lease: JobLease, with error: PipelineError, maxAttempts: Int) async throws(PipelineError) -> JobState? {
+    guard (1...1_000).contains(maxAttempts) else {
+      throw PipelineError(.invalidInput, "maxAttempts is 1 to 1000, not \(maxAttempts)")
+    }
+    let logger = logger
+    let worker = lease.worker
+    let message = String(error.message.prefix(4_096))
+    return try await database("record a failure") {
+      try await self.client.withTransaction(logger: logger) { connection -> JobState? in
+        var attempts: Int?
+        for try await count in try await connection.query(
+          """
+          SELECT attempts FROM darkroom_jobs
+          WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' FOR UPDATE
+          """, logger: logger
+        ).decode(Int.self) {
+          attempts = count
+        }
+        guard let attempts else { return nil }
+        let state: JobState = error.code.isPermanent || attempts >= maxAttempts ? .dead : .queued
+        try await connection.query(
+          """
+          UPDATE darkroom_jobs SET state = \(state.rawValue), lease_token = NULL, lease_expires_at = NULL,
+            last_error_code = \(error.code.rawValue), last_error = \(message), updated_at = now()
+          WHERE id = \(lease.job)
+          """, logger: logger)
+        try await connection.query(
+          """
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token, detail)
+          VALUES (\(lease.job), \(state == .dead ? "dead" : "retry"), \(worker), \(lease.attempt), \(lease.token),
+            \(error.code.rawValue + ": " + message))
+          """, logger: logger)
+        return state
+      }
+    }
+  }
+
+  public func status(of batch: UUID) async throws(PipelineError) -> BatchStatus {
+    let logger = logger
+    return try await database("read the batch's status") {
+      var counts: [JobState: Int] = [:]
+      for try await (state, count) in try await self.client.query(
+        "SELECT state, count(*)::bigint FROM darkroom_jobs WHERE batch_id = \(batch) GROUP BY state", logger: logger
+      ).decode((String, Int64).self) {
+        if let state = JobState(rawValue: state) { counts[state] = Int(count) }
+      }
+      return BatchStatus(counts: counts)
+    }
+  }
+
+  /// The stored result of `job`, its SHA-256 checked; `nil` when the job has none.
+  public func result(of job: Int64) async throws(PipelineError) -> JobResult? {
+    let logger = logger
+    let stored: (String, ByteBuffer, String)? = try await database("read a result") {
+      var found: (String, ByteBuffer, String)?
+      for try await row in try await self.client.query(
+        "SELECT name, bytes, sha256 FROM darkroom_results WHERE job_id = \(job)", logger: logger
+      ).decode((String, ByteBuffer, String).self) {
+        found = row
+      }
+      return found
+    }
+    guard let (name, buffer, expected) = stored else { return nil }
+    let bytes = Array(buffer.readableBytesView)
+    let digest = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    guard digest == expected else {
+      throw PipelineError(.cacheCorrupt, "the stored result of job \(job) does not match its checksum")
+    }
+    return JobResult(bytes: bytes, name: name)
+  }
+
+  /// A lease's length in seconds, checked: 1 second to 1 day.
+  static func leaseSeconds(_ duration: Duration) throws(PipelineError) -> Double {
+    let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    guard seconds.isFinite, (1...86_400).contains(seconds) else {
+      throw PipelineError(.invalidInput, "a lease is 1 second to 1 day long, not \(seconds) s")
+    }
+    return seconds
+  }
+
+  /// Runs `body`, turning what the database throws into a `PipelineError`.
+  func database<T>(_ what: String, _ body: () async throws -> T) async throws(PipelineError) -> T {
+    do {
+      return try await body()
+    } catch {
+      throw Self.pipelineError(error, doing: what)
+    }
+  }
+
+  static func pipelineError(_ error: any Error, doing what: String) -> PipelineError {
+    if let error = error as? PipelineError { return error }
+    if let error = error as? PostgresTransactionError {
+      if let inner = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError {
+        return pipelineError(inner, doing: what)
+      }
+    }
+    if error is CancellationError {
+      return PipelineError(.cancelled, "cancelled while the queue's database was asked to \(what)")
+    }
+    if let error = error as? PSQLError {
+      let detail = error.serverInfo?[.message] ?? "\(error.code)"
+      return PipelineError(.queueUnavailable, "the queue's database could not \(what): \(detail)")
+    }
+    return PipelineError(.queueUnavailable, "the queue's database could not \(what): \(error)")
+  }
+}

@@ -1,0 +1,106 @@
+import DarkroomCore
+import Logging
+import PostgresNIO
+
+/// The queue's tables, created and migrated by Darkroom itself: no SQL for the user to run.
+///
+/// Each migration is a version number and its statements. ``migrate(_:logger:)`` applies the
+/// missing ones in one transaction, under a transaction-level advisory lock, so that processes
+/// starting together wait for each other instead of racing; the versions applied are recorded
+/// in `darkroom_schema`. A database migrated by a newer Darkroom (a version this one does not
+/// know) is refused rather than written with an older idea of its tables.
+enum PostgresSchema {
+  /// The lock every migration takes (`pg_advisory_xact_lock`): "darkroom" in ASCII.
+  static let lockKey: Int64 = 0x6461_726B_726F_6F6D
+
+  static let migrations: [(version: Int, statements: [PostgresQuery])] = [
+    (
+      1,
+      [
+        """
+        CREATE TABLE darkroom_batches (
+          id uuid PRIMARY KEY,
+          name text NOT NULL UNIQUE,
+          pipeline text NOT NULL,
+          pipeline_sha256 text NOT NULL,
+          created_at timestamptz NOT NULL DEFAULT now()
+        )
+        """,
+        """
+        CREATE TABLE darkroom_jobs (
+          id bigserial PRIMARY KEY,
+          batch_id uuid NOT NULL REFERENCES darkroom_batches (id) ON DELETE CASCADE,
+          source text NOT NULL,
+          state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'done', 'dead')),
+          attempts integer NOT NULL DEFAULT 0,
+          lease_token uuid,
+          lease_expires_at timestamptz,
+          worker text,
+          last_error_code text,
+          last_error text,
+          updated_at timestamptz NOT NULL DEFAULT now(),
+          UNIQUE (batch_id, source)
+        )
+        """,
+        "CREATE INDEX darkroom_jobs_open ON darkroom_jobs (id) WHERE state IN ('queued', 'running')",
+        """
+        CREATE TABLE darkroom_results (
+          job_id bigint PRIMARY KEY REFERENCES darkroom_jobs (id) ON DELETE CASCADE,
+          name text NOT NULL,
+          bytes bytea NOT NULL,
+          sha256 text NOT NULL,
+          size bigint NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE darkroom_ledger (
+          id bigserial PRIMARY KEY,
+          job_id bigint NOT NULL REFERENCES darkroom_jobs (id) ON DELETE CASCADE,
+          event text NOT NULL,
+          worker text NOT NULL,
+          attempt integer NOT NULL,
+          lease_token uuid,
+          at timestamptz NOT NULL DEFAULT now(),
+          detail text
+        )
+        """,
+        "CREATE INDEX darkroom_ledger_job ON darkroom_ledger (job_id)",
+      ]
+    )
+  ]
+
+  /// The newest version this Darkroom knows.
+  static var currentVersion: Int { migrations.last?.version ?? 0 }
+
+  /// Brings the database to ``currentVersion``; returns the version it was at.
+  @discardableResult
+  static func migrate(_ client: PostgresClient, logger: Logger) async throws -> Int {
+    try await client.withTransaction(logger: logger) { connection in
+      try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+      try await connection.query(
+        """
+        CREATE TABLE IF NOT EXISTS darkroom_schema (
+          version integer PRIMARY KEY,
+          applied_at timestamptz NOT NULL DEFAULT now()
+        )
+        """, logger: logger)
+      var found = 0
+      for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM darkroom_schema", logger: logger)
+        .decode(Int.self)
+      {
+        found = version
+      }
+      guard found <= currentVersion else {
+        throw PipelineError(
+          .queueUnavailable,
+          "the queue's tables are at version \(found), newer than this darkroom's \(currentVersion): upgrade darkroom")
+      }
+      for migration in migrations where migration.version > found {
+        for statement in migration.statements { try await connection.query(statement, logger: logger) }
+        try await connection.query("INSERT INTO darkroom_schema (version) VALUES (\(migration.version))", logger: logger)
+        logger.info("queue schema migrated", metadata: ["version": "\(migration.version)"])
+      }
+      return found
+    }
+  }
+}

@@ -1,0 +1,168 @@
+import DarkroomCore
+import DarkroomPostgres
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A real PostgreSQL server for the tests: a new cluster in a temporary folder (`initdb`),
+/// listening only on a Unix socket there, run as the `postgres` user when the tests run as root
+/// (PostgreSQL refuses root), stopped when the suite ends. Each test gets a database of its own.
+///
+/// Debian's `postgresql` package provides the programs (`scripts/install-deps.sh` installs it).
+final class PostgresTestServer: Sendable {
+  let folder: String
+  let programs: String
+  let owner: String?
+
+  private init(folder: String, programs: String, owner: String?) {
+    self.folder = folder
+    self.programs = programs
+    self.owner = owner
+  }
+
+  var data: String { folder + "/data" }
+  var sockets: String { folder + "/sockets" }
+
+  /// Starts a new cluster.
+  static func start() async throws -> PostgresTestServer {
+    let programs = try findPrograms()
+    let folder = NSTemporaryDirectory() + "darkroom-pg-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: folder + "/sockets", withIntermediateDirectories: true)
+    let owner: String? = geteuid() == 0 ? "postgres" : nil
+    if let owner {
+      for path in [folder, folder + "/sockets"] {
+        try FileManager.default.setAttributes([.ownerAccountName: owner], ofItemAtPath: path)
+      }
+    }
+    let server = PostgresTestServer(folder: folder, programs: programs, owner: owner)
+    try await server.run(
+      "initdb", ["-D", server.data, "-U", "darkroom", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+    try await server.run(
+      "pg_ctl",
+      [
+        "-D", server.data, "-w", "-t", "60", "-l", folder + "/server.log", "-o",
+        "-c listen_addresses='' -k \(server.sockets) -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+        "start",
+      ])
+    return server
+  }
+
+  /// Stops the server at once and removes its folder.
+  func stop() async {
+    _ = try? await run("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"])
+    try? FileManager.default.removeItem(atPath: folder)
+  }
+
+  /// The location of a new, empty database (made over a connection: a spawned `createdb` would
+  /// copy the test process's descriptors, image tables' locks among them, for a moment).
+  func newDatabase() async throws -> PostgresLocation {
+    let name = "t" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    let configuration = PostgresConnection.Configuration(
+      unixSocketPath: sockets + "/.s.PGSQL.5432", username: "darkroom", password: nil, database: "postgres")
+    let connection = try await PostgresConnection.connect(
+      configuration: configuration, id: 1, logger: Logger(label: "darkroom.test.postgres"))
+    do {
+      try await connection.query("CREATE DATABASE \(unescaped: name)", logger: Logger(label: "darkroom.test.postgres"))
+    } catch {
+      try? await connection.close()
+      throw error
+    }
+    try await connection.close()
+    return try PostgresLocation("postgres://darkroom@/\(name)?host=\(sockets)")
+  }
+
+  /// Runs one of PostgreSQL's programs (as `owner` when set) and waits for it on a thread of
+  /// its own (never on the cooperative pool), with `posix_spawn` and `waitpid`. Its output goes
+  /// to a file: a server it starts keeps no pipe of ours open.
+  @discardableResult
+  func run(_ program: String, _ arguments: [String]) async throws -> String {
+    let executable = programs + "/" + program
+    let command =
+      owner.map { ["/usr/bin/setpriv", "--reuid=\($0)", "--regid=\($0)", "--init-groups", executable] } ?? [executable]
+    let log = folder + "/\(program)-\(UUID().uuidString).out"
+    return try await withCheckedThrowingContinuation { continuation in
+      let thread = Thread {
+        continuation.resume(
+          with: Result {
+            let status = try Self.spawnAndWait(command + arguments, output: log)
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            guard status == 0 else { throw Failure(message: "\(program) exited \(status): \(text)") }
+            return text
+          })
+      }
+      thread.start()
+    }
+  }
+
+  /// Starts `command` with its output appended to `output` and waits for it; its exit status.
+  private static func spawnAndWait(_ command: [String], output: String) throws -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    let argv = command.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, environ)
+    guard spawned == 0 else { throw Failure(message: "cannot start \(command[0]): \(String(cString: strerror(spawned)))") }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+      guard errno == EINTR else { throw Failure(message: "waitpid failed for \(command[0]): errno \(errno)") }
+    }
+    // WIFEXITED / WEXITSTATUS, which Swift does not import.
+    return status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+  }
+
+  struct Failure: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+  }
+
+  /// The newest PostgreSQL's programs (`/usr/lib/postgresql/N/bin`, Debian's layout).
+  private static func findPrograms() throws -> String {
+    let root = "/usr/lib/postgresql"
+    let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+    guard let newest = versions.last, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb") else {
+      throw Failure(message: "PostgreSQL is not installed (scripts/install-deps.sh installs Debian's postgresql)")
+    }
+    return "\(root)/\(newest)/bin"
+  }
+}
+
+/// Runs a suite around one ``PostgresTestServer`` (``PostgresTestServer/current`` inside it).
+struct WithPostgresServer: SuiteTrait, TestScoping {
+  func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+    let server = try await PostgresTestServer.start()
+    do {
+      try await PostgresTestServer.$current.withValue(server) { try await function() }
+    } catch {
+      await server.stop()
+      throw error
+    }
+    await server.stop()
+  }
+}
+
+extension PostgresTestServer {
+  @TaskLocal static var current: PostgresTestServer?
+
+  /// The suite's server (see ``WithPostgresServer``).
+  static var suite: PostgresTestServer {
+    get throws {
+      guard let current else { throw Failure(message: "no PostgreSQL server: put the suite under .postgresServer") }
+      return current
+    }
+  }
+}
+
+extension Trait where Self == WithPostgresServer {
+  /// One PostgreSQL server for the whole suite.
+  static var postgresServer: Self { WithPostgresServer() }
+}
