@@ -26,6 +26,11 @@ public final class PostgresJobQueue: JobQueue {
   public static let maxSourceBytes = 8_192
   /// Batch names of at most this many bytes.
   public static let maxNameBytes = 200
+  /// Pipelines of at most this many bytes of JSON.
+  public static let maxPipelineBytes = 1 << 20
+  /// How long one call may wait for the database (a connection, a query, a commit) before it
+  /// fails with `queueUnavailable`; postgres-nio's own pool would wait about a minute.
+  public static let operationTimeout: Duration = .seconds(15)
 
   public init(client: PostgresClient, logger: Logger = Logger(label: "darkroom.queue")) {
     self.client = client
@@ -38,6 +43,7 @@ public final class PostgresJobQueue: JobQueue {
     at location: PostgresLocation, logger: Logger = Logger(label: "darkroom.queue"),
     _ body: @Sendable (PostgresJobQueue) async throws -> Result
   ) async throws -> Result {
+    try await location.checkConnection(logger: logger)
     let client = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { await client.run() }
@@ -60,7 +66,9 @@ public final class PostgresJobQueue: JobQueue {
       throw PipelineError(
         .invalidInput, "a queued source is 1 to \(Self.maxSourceBytes) bytes, without NUL: \(bad.prefix(80))")
     }
-    guard !pipeline.contains("\0") else { throw PipelineError(.invalidInput, "the pipeline holds a NUL byte") }
+    guard !pipeline.contains("\0"), pipeline.utf8.count <= Self.maxPipelineBytes else {
+      throw PipelineError(.invalidInput, "a queued pipeline is at most \(Self.maxPipelineBytes) bytes, without NUL")
+    }
     let digest = SHA256.hash(data: Data(pipeline.utf8)).map { String(format: "%02x", $0) }.joined()
     let logger = logger
     return try await database("enqueue the batch") {
@@ -87,10 +95,14 @@ public final class PostgresJobQueue: JobQueue {
         // Sources in slices, so that one statement's parameters stay bounded.
         for start in stride(from: 0, to: sources.count, by: 1_000) {
           let slice = Array(sources[start..<min(start + 1_000, sources.count)])
+          // Unique by the SHA-256 of the source: an index on the text itself would limit it to
+          // the index's row size (2,704 bytes), far under a long URL.
+          let keys = slice.map(Self.sourceKey)
           for try await _ in try await connection.query(
             """
-            INSERT INTO darkroom_jobs (batch_id, source) SELECT \(id), unnest(\(slice)::text[])
-            ON CONFLICT (batch_id, source) DO NOTHING RETURNING id
+            INSERT INTO darkroom_jobs (batch_id, source, source_key)
+            SELECT \(id), s, k FROM unnest(\(slice)::text[], \(keys)::text[]) AS t (s, k)
+            ON CONFLICT (batch_id, source_key) DO NOTHING RETURNING id
             """, logger: logger
           ) {
             added += 1
@@ -101,18 +113,29 @@ public final class PostgresJobQueue: JobQueue {
     }
   }
 
-  public func claim(worker: String, limit: Int, lease: Duration) async throws(PipelineError) -> [JobLease] {
+  public func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int) async throws(PipelineError) -> [JobLease] {
     let seconds = try Self.leaseSeconds(lease)
     guard (1...1_000).contains(limit) else { throw PipelineError(.invalidInput, "a claim takes 1 to 1000 jobs, not \(limit)") }
-    let worker = String(worker.prefix(200))
+    try Self.checkAttempts(maxAttempts)
+    let worker = worker.storable(maxBytes: 200)
     let logger = logger
     return try await database("claim jobs") {
-      var leases: [JobLease] = []
+      var claimed: [(Int64, UUID, String, Int, UUID, Date)] = []
       let rows = try await self.client.query(
         """
-        WITH picked AS (
+        WITH exhausted AS (
+          UPDATE darkroom_jobs SET state = 'dead', lease_expires_at = NULL, last_error_code = 'timedOut',
+            last_error = 'its lease expired on attempt ' || attempts || ': the worker stopped while it ran', updated_at = now()
+          WHERE id IN (
+            SELECT id FROM darkroom_jobs WHERE state = 'running' AND lease_expires_at < now() AND attempts >= \(maxAttempts)
+            FOR UPDATE SKIP LOCKED)
+          RETURNING id, attempts, worker, lease_token
+        ), buried AS (
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token, detail)
+          SELECT id, 'dead', worker, attempts, lease_token, 'lease expired' FROM exhausted
+        ), picked AS (
           SELECT id FROM darkroom_jobs
-          WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now())
+          WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now() AND attempts < \(maxAttempts))
           ORDER BY id FOR UPDATE SKIP LOCKED LIMIT \(limit)
         ), claimed AS (
           UPDATE darkroom_jobs j SET state = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid(),
@@ -123,18 +146,24 @@ public final class PostgresJobQueue: JobQueue {
           INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
           SELECT id, 'claimed', \(worker), attempts, lease_token FROM claimed
         )
-        SELECT c.id, c.batch_id, c.source, c.attempts, c.lease_token, c.lease_expires_at, b.pipeline
-        FROM claimed c JOIN darkroom_batches b ON b.id = c.batch_id ORDER BY c.id
+        SELECT id, batch_id, source, attempts, lease_token, lease_expires_at FROM claimed ORDER BY id
         """, logger: logger)
-      for try await (job, batch, source, attempt, token, expires, pipeline) in rows.decode(
-        (Int64, UUID, String, Int, UUID, Date, String).self)
-      {
-        leases.append(
-          JobLease(
-            job: job, batch: batch, source: source, pipeline: pipeline, worker: worker, attempt: attempt, token: token,
-            expiresAt: expires))
+      for try await row in rows.decode((Int64, UUID, String, Int, UUID, Date).self) { claimed.append(row) }
+      // Each batch's pipeline once, however many of its jobs were claimed.
+      var pipelines: [UUID: String] = [:]
+      let batches = Array(Set(claimed.map(\.1)))
+      if !batches.isEmpty {
+        for try await (id, pipeline) in try await self.client.query(
+          "SELECT id, pipeline FROM darkroom_batches WHERE id = ANY(\(batches))", logger: logger
+        ).decode((UUID, String).self) {
+          pipelines[id] = pipeline
+        }
       }
-      return leases
+      return claimed.map { job, batch, source, attempt, token, expires in
+        JobLease(
+          job: job, batch: batch, source: source, pipeline: pipelines[batch] ?? "", worker: worker, attempt: attempt,
+          token: token, expiresAt: expires)
+      }
     }
   }
 
@@ -157,45 +186,50 @@ public final class PostgresJobQueue: JobQueue {
 
   public func complete(_ lease: JobLease, with result: JobResult) async throws(PipelineError) -> Bool {
     let digest = SHA256.hash(data: result.bytes).map { String(format: "%02x", $0) }.joined()
-    let name = String(result.name.prefix(1_024))
+    let name = result.name.storable(maxBytes: 1_024)
     let logger = logger
-    let worker = lease.worker
+    let worker = lease.worker.storable(maxBytes: 200)
     return try await database("store a result") {
       try await self.client.withTransaction(logger: logger) { connection in
         var owned = false
         for try await _ in try await connection.query(
           """
-          UPDATE darkroom_jobs SET state = 'done', lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+          UPDATE darkroom_jobs SET state = 'done', lease_expires_at = NULL, updated_at = now()
           WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
           """, logger: logger)
         {
           owned = true
         }
-        let event = owned ? "done" : "fenced"
         if owned {
           try await connection.query(
             """
             INSERT INTO darkroom_results (job_id, name, bytes, sha256, size)
             VALUES (\(lease.job), \(name), \(ByteBuffer(bytes: result.bytes)), \(digest), \(Int64(result.bytes.count)))
             """, logger: logger)
+          try await Self.record("done", lease, worker: worker, detail: nil, on: connection, logger: logger)
+          return true
         }
-        try await connection.query(
-          """
-          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
-          VALUES (\(lease.job), \(event), \(worker), \(lease.attempt), \(lease.token))
-          """, logger: logger)
-        return owned
+        // Not running under this lease: done by this very lease (a retried call) is success;
+        // anything else is a refusal, recorded when the job exists.
+        var doneByThisLease = false
+        for try await state in try await connection.query(
+          "SELECT state FROM darkroom_jobs WHERE id = \(lease.job) AND lease_token = \(lease.token)", logger: logger
+        ).decode(String.self) {
+          doneByThisLease = state == JobState.done.rawValue
+        }
+        if doneByThisLease { return true }
+        try await Self.record("fenced", lease, worker: worker, detail: "complete", on: connection, logger: logger)
+        return false
       }
     }
   }
 
   public func fail(_ lease: JobLease, with error: PipelineError, maxAttempts: Int) async throws(PipelineError) -> JobState? {
-    guard (1...1_000).contains(maxAttempts) else {
-      throw PipelineError(.invalidInput, "maxAttempts is 1 to 1000, not \(maxAttempts)")
-    }
+    try Self.checkAttempts(maxAttempts)
     let logger = logger
-    let worker = lease.worker
-    let message = String(error.message.prefix(4_096))
+    let worker = lease.worker.storable(maxBytes: 200)
+    let message = error.message.storable(maxBytes: 4_096)
+    let code = error.code.rawValue.storable(maxBytes: 200)
     return try await database("record a failure") {
       try await self.client.withTransaction(logger: logger) { connection -> JobState? in
         var attempts: Int?
@@ -207,20 +241,19 @@ public final class PostgresJobQueue: JobQueue {
         ).decode(Int.self) {
           attempts = count
         }
-        guard let attempts else { return nil }
+        guard let attempts else {
+          try await Self.record("fenced", lease, worker: worker, detail: "fail", on: connection, logger: logger)
+          return nil
+        }
         let state: JobState = error.code.isPermanent || attempts >= maxAttempts ? .dead : .queued
         try await connection.query(
           """
           UPDATE darkroom_jobs SET state = \(state.rawValue), lease_token = NULL, lease_expires_at = NULL,
-            last_error_code = \(error.code.rawValue), last_error = \(message), updated_at = now()
+            last_error_code = \(code), last_error = \(message), updated_at = now()
           WHERE id = \(lease.job)
           """, logger: logger)
-        try await connection.query(
-          """
-          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token, detail)
-          VALUES (\(lease.job), \(state == .dead ? "dead" : "retry"), \(worker), \(lease.attempt), \(lease.token),
-            \(error.code.rawValue + ": " + message))
-          """, logger: logger)
+        try await Self.record(
+          state == .dead ? "dead" : "retry", lease, worker: worker, detail: code + ": " + message, on: connection, logger: logger)
         return state
       }
     }
@@ -229,6 +262,11 @@ public final class PostgresJobQueue: JobQueue {
   public func status(of batch: UUID) async throws(PipelineError) -> BatchStatus {
     let logger = logger
     return try await database("read the batch's status") {
+      var known = false
+      for try await _ in try await self.client.query("SELECT 1 FROM darkroom_batches WHERE id = \(batch)", logger: logger) {
+        known = true
+      }
+      guard known else { throw PipelineError(.notFound, "the queue holds no batch \(batch)") }
       var counts: [JobState: Int] = [:]
       for try await (state, count) in try await self.client.query(
         "SELECT state, count(*)::bigint FROM darkroom_jobs WHERE batch_id = \(batch) GROUP BY state", logger: logger
@@ -269,12 +307,47 @@ public final class PostgresJobQueue: JobQueue {
     return seconds
   }
 
-  /// Runs `body`, turning what the database throws into a `PipelineError`.
-  func database<T>(_ what: String, _ body: () async throws -> T) async throws(PipelineError) -> T {
+  /// Runs `body` within ``operationTimeout``, turning what the database throws into a `PipelineError`.
+  func database<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(PipelineError) -> T {
     do {
-      return try await body()
+      return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+          try await Task.sleep(for: Self.operationTimeout)
+          return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+          throw PipelineError(
+            .queueUnavailable, "the queue's database did not answer within \(Self.operationTimeout) when asked to \(what)")
+        }
+        return value
+      }
     } catch {
       throw Self.pipelineError(error, doing: what)
+    }
+  }
+
+  /// Writes one event of `lease`'s job in the ledger (nothing for a job that does not exist).
+  static func record(
+    _ event: String, _ lease: JobLease, worker: String, detail: String?, on connection: PostgresConnection, logger: Logger
+  ) async throws {
+    try await connection.query(
+      """
+      INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token, detail)
+      SELECT \(lease.job), \(event), \(worker), \(lease.attempt), \(lease.token), \(detail)
+      WHERE EXISTS (SELECT 1 FROM darkroom_jobs WHERE id = \(lease.job))
+      """, logger: logger)
+  }
+
+  /// The key a source is unique by in its batch: the hex SHA-256 of its UTF-8.
+  static func sourceKey(_ source: String) -> String {
+    SHA256.hash(data: Data(source.utf8)).map { String(format: "%02x", $0) }.joined()
+  }
+
+  static func checkAttempts(_ maxAttempts: Int) throws(PipelineError) {
+    guard (1...1_000).contains(maxAttempts) else {
+      throw PipelineError(.invalidInput, "maxAttempts is 1 to 1000, not \(maxAttempts)")
     }
   }
 
@@ -289,7 +362,7 @@ public final class PostgresJobQueue: JobQueue {
       return PipelineError(.cancelled, "cancelled while the queue's database was asked to \(what)")
     }
     if let error = error as? PSQLError {
-      let detail = error.serverInfo?[.message] ?? "\(error.code)"
+      let detail = error.serverInfo?[.message] ?? error.underlying.map { "\($0)" } ?? "\(error.code)"
       return PipelineError(.queueUnavailable, "the queue's database could not \(what): \(detail)")
     }
     return PipelineError(.queueUnavailable, "the queue's database could not \(what): \(error)")

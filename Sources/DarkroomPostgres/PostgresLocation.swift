@@ -1,5 +1,6 @@
 import DarkroomCore
 import Foundation
+import Logging
 import PostgresNIO
 
 /// Where the queue's database is: a `postgres://` URL, read and checked before anything connects.
@@ -37,26 +38,38 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
     else {
       throw PipelineError(.invalidInput, "the queue must be a postgres:// URL (postgres://USER@HOST:PORT/DATABASE)")
     }
-    username = url.percentEncodedUser.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 } ?? "postgres"
-    password = url.percentEncodedPassword.flatMap { $0.removingPercentEncoding }
+    username = try Self.decoded(url.percentEncodedUser, "user name") ?? ""
+    if username.isEmpty { username = "postgres" }
+    password = try Self.decoded(url.percentEncodedPassword, "password")
     if let given = url.port {
       guard (1...65_535).contains(given) else {
         throw PipelineError(.invalidInput, "the queue URL's port must be 1–65535, not \(given)")
       }
       port = given
     } else {
+      // A port that is there but not a number URLComponents can hold (99999999999999999999).
+      guard url.rangeOfPort.map({ text[$0].isEmpty }) ?? true else {
+        throw PipelineError(.invalidInput, "the queue URL's port must be 1–65535")
+      }
       port = 5432
     }
-    let path = url.percentEncodedPath.removingPercentEncoding ?? ""
-    let name = path.hasPrefix("/") ? String(path.dropFirst()) : path
-    guard !name.contains("/") else {
-      throw PipelineError(.invalidInput, "the queue URL's path must be one database name, not \(name)")
+    let path = url.percentEncodedPath
+    let encodedName = path.hasPrefix("/") ? String(path.dropFirst()) : path
+    guard !encodedName.contains("/") else {
+      throw PipelineError(.invalidInput, "the queue URL's path must be one database name")
     }
+    let name = try Self.decoded(encodedName, "database name") ?? ""
     database = name.isEmpty ? username : name
-    host = url.host.flatMap { $0.isEmpty ? nil : $0 }
+    var host = try Self.decoded(url.percentEncodedHost, "host") ?? ""
+    if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }  // an IPv6 address
+    self.host = host.isEmpty ? nil : host
     socketFolder = nil
     sslMode = .prefer
+    var seen: Set<String> = []
     for item in url.queryItems ?? [] {
+      guard seen.insert(item.name).inserted else {
+        throw PipelineError(.invalidInput, "the queue URL gives \(item.name)= more than once")
+      }
       switch item.name {
       case "host":
         guard let value = item.value, value.hasPrefix("/"), !value.contains("\0") else {
@@ -72,10 +85,20 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
         throw PipelineError(.invalidInput, "the queue URL has an unknown option \(item.name) (host=, sslmode=)")
       }
     }
-    if socketFolder != nil { host = nil }
-    guard host != nil || socketFolder != nil else {
+    if socketFolder != nil { self.host = nil }
+    guard self.host != nil || socketFolder != nil else {
       throw PipelineError(.invalidInput, "the queue URL names no host (postgres://HOST/DATABASE or ?host=/socket/folder)")
     }
+  }
+
+  /// A URL part, percent-decoded: broken escapes and NUL bytes (which would end the name in the
+  /// server's start-up message) are refused, never replaced by a default.
+  private static func decoded(_ part: String?, _ what: String) throws(PipelineError) -> String? {
+    guard let part else { return nil }
+    guard let text = part.removingPercentEncoding, !text.contains("\0") else {
+      throw PipelineError(.invalidInput, "the queue URL's \(what) is not valid percent-encoded UTF-8 without NUL")
+    }
+    return text
   }
 
   /// postgres-nio's client configuration for this location.
@@ -92,6 +115,36 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
       }
     return PostgresClient.Configuration(
       host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: tls)
+  }
+
+  /// Connects once and hangs up, so that a queue that cannot be reached fails at once with its
+  /// cause (no such socket, connection refused, a login refused) instead of after the pool's
+  /// own retries.
+  func checkConnection(logger: Logger) async throws(PipelineError) {
+    do {
+      let connection: PostgresConnection
+      if let socketFolder {
+        connection = try await PostgresConnection.connect(
+          configuration: .init(
+            unixSocketPath: socketFolder + "/.s.PGSQL.\(port)", username: username, password: password, database: database),
+          id: 0, logger: logger)
+      } else {
+        let tls: PostgresConnection.Configuration.TLS =
+          switch sslMode {
+          case .disable: .disable
+          case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+          case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+          }
+        connection = try await PostgresConnection.connect(
+          configuration: .init(
+            host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: tls),
+          id: 0, logger: logger)
+      }
+      try await connection.close()
+    } catch {
+      let cause = PostgresJobQueue.pipelineError(error, doing: "connect")
+      throw PipelineError(.queueUnavailable, "cannot reach the queue at \(self): \(cause.message)")
+    }
   }
 
   /// The location without its password (for logs and messages).

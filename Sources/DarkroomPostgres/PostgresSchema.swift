@@ -39,7 +39,8 @@ enum PostgresSchema {
           last_error_code text,
           last_error text,
           updated_at timestamptz NOT NULL DEFAULT now(),
-          UNIQUE (batch_id, source)
+          source_key text NOT NULL,
+          UNIQUE (batch_id, source_key)
         )
         """,
         "CREATE INDEX darkroom_jobs_open ON darkroom_jobs (id) WHERE state IN ('queued', 'running')",

@@ -16,7 +16,7 @@ import Foundation
 ///
 /// ```swift
 /// let batch = try await queue.enqueue(batch: "thumbs", pipeline: pipelineJSON, sources: ["a.jpg", "b.jpg"])
-/// for lease in try await queue.claim(worker: "host-1", limit: 4, lease: .seconds(30)) {
+/// for lease in try await queue.claim(worker: "host-1", limit: 4, lease: .seconds(30), maxAttempts: 3) {
 ///   let bytes = try await render(lease.source, lease.pipeline)
 ///   _ = try await queue.complete(lease, with: JobResult(bytes: bytes))
 /// }
@@ -30,14 +30,17 @@ public protocol JobQueue: Sendable {
   /// already in the batch is not added again, and a finished one is not redone.
   func enqueue(batch: String, pipeline: String, sources: [String]) async throws(PipelineError) -> EnqueuedBatch
 
-  /// Claims at most `limit` jobs that are waiting, or whose lease has expired, for `lease`.
-  func claim(worker: String, limit: Int, lease: Duration) async throws(PipelineError) -> [JobLease]
+  /// Claims at most `limit` jobs that are waiting, or whose lease has expired, for `lease`. A
+  /// job whose lease expired on its `maxAttempts`-th attempt (its worker keeps dying on it) is
+  /// made dead instead of claimed again.
+  func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int) async throws(PipelineError) -> [JobLease]
 
   /// Renews `lease` for `duration` from now; false when the lease is no longer this worker's.
   func heartbeat(_ lease: JobLease, extendingBy duration: Duration) async throws(PipelineError) -> Bool
 
   /// Stores the job's result and marks it done, in one transaction, if `lease` is still the
-  /// job's; false (and nothing stored) when another worker holds it now.
+  /// job's; false (and nothing stored) when another worker holds it now. A call repeated with
+  /// the lease that completed the job (a retry after a lost reply) answers true again.
   func complete(_ lease: JobLease, with result: JobResult) async throws(PipelineError) -> Bool
 
   /// Ends an attempt with `error`: the job waits for another attempt, or is dead when the error
@@ -45,7 +48,7 @@ public protocol JobQueue: Sendable {
   /// the lease is no longer this worker's.
   func fail(_ lease: JobLease, with error: PipelineError, maxAttempts: Int) async throws(PipelineError) -> JobState?
 
-  /// How many of the batch's jobs are in each state.
+  /// How many of the batch's jobs are in each state; `notFound` for a batch the queue does not hold.
   func status(of batch: UUID) async throws(PipelineError) -> BatchStatus
 }
 
@@ -69,7 +72,7 @@ public struct EnqueuedBatch: Sendable, Hashable {
 /// A claimed job: what to run, and the lease that lets this worker end it.
 ///
 /// ```swift
-/// for lease in try await queue.claim(worker: "host-1", limit: 2, lease: .seconds(30)) {
+/// for lease in try await queue.claim(worker: "host-1", limit: 2, lease: .seconds(30), maxAttempts: 3) {
 ///   print(lease.source, lease.attempt)   // a.jpg 1
 /// }
 /// ```
