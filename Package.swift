@@ -99,7 +99,9 @@ let package = Package(
     // Sources/Darkroom is the library), the executable product keeps the name `darkroom`.
     .executableTarget(
       name: "DarkroomCLI",
-      dependencies: ["Darkroom", "DarkroomHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+      dependencies: [
+        "Darkroom", "DarkroomHTTP", "DarkroomPostgres", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
       swiftSettings: strict
     ),
     .executableTarget(name: "darkroom-bench", dependencies: ["Darkroom"], swiftSettings: strict),
@@ -136,8 +138,17 @@ let package = Package(
         .product(name: "HummingbirdTesting", package: "hummingbird"),
       ],
       swiftSettings: strict),
+    // A real PostgreSQL cluster for the tests (initdb in a temporary folder, a Unix socket only).
+    .target(
+      name: "DarkroomPostgresTestServer",
+      dependencies: [
+        "DarkroomCore", "DarkroomPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      path: "Tests/Support/DarkroomPostgresTestServer", swiftSettings: strict),
     .testTarget(
-      name: "DarkroomPostgresTests", dependencies: ["DarkroomPostgres", "DarkroomTesting"], swiftSettings: strict),
+      name: "DarkroomPostgresTests", dependencies: ["DarkroomPostgres", "DarkroomTesting", "DarkroomPostgresTestServer"],
+      swiftSettings: strict),
     .testTarget(name: "DarkroomCacheTests", dependencies: ["DarkroomCache", "DarkroomTesting"], swiftSettings: strict),
     .testTarget(
       name: "DarkroomVipsTests", dependencies: ["Darkroom", "DarkroomTesting", "DarkroomVipsTesting", "CZlib"],
@@ -153,6 +164,7 @@ let package = Package(
       name: "DarkroomCLITests",
       dependencies: [
         "Darkroom", "DarkroomHTTP", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer", "CZlib", "DarkroomCLI",
+        "DarkroomPostgresTestServer",
         "darkroom-fuzz",
       ],
       swiftSettings: strict),

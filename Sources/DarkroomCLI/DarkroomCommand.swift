@@ -14,10 +14,11 @@ struct DarkroomCommand: AsyncParsableCommand {
     discussion: """
       Exit status: 0 when every input succeeded, 1 when any input failed, 2 when a pipeline file is \
       invalid, 64 when the command line is wrong, 75 when an image table is in use by another \
-      process, 128 + N when stopped by signal N (130, 143).
+      process or the job queue's database cannot be reached, 128 + N when stopped by signal N (130, 143).
       """,
     subcommands: [
       RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self, ServeCommand.self,
+      QueueCommand.self,
     ]
   )
 

@@ -9,7 +9,7 @@ import PostgresNIO
 /// done. Every claim, completion, retry and refusal is written to a ledger (`darkroom_ledger`).
 ///
 /// The queue uses a running `PostgresClient` (postgres-nio's connection pool): run the client
-/// beside it, or use ``withQueue(at:logger:_:)``, which does both. The tables are created on
+/// beside it, or use ``withQueue(at:logger:preparing:_:)``, which does both. The tables are created on
 /// first use (``prepare()``), or by `darkroom queue init`.
 ///
 /// ```swift
@@ -37,10 +37,12 @@ public final class PostgresJobQueue: JobQueue {
     self.logger = logger
   }
 
-  /// Runs a client for `location`, prepares the tables, and calls `body` with the queue; the
-  /// client stops when `body` returns.
+  /// Connects once to `location` (an unreachable queue fails at once, with its cause), runs a
+  /// client for it, prepares the tables, and calls `body` with the queue; the client stops when
+  /// `body` returns.
+  /// With `preparing` false, the tables are left as they are (for ``migrate()``).
   public static func withQueue<Result: Sendable>(
-    at location: PostgresLocation, logger: Logger = Logger(label: "darkroom.queue"),
+    at location: PostgresLocation, logger: Logger = Logger(label: "darkroom.queue"), preparing: Bool = true,
     _ body: @Sendable (PostgresJobQueue) async throws -> Result
   ) async throws -> Result {
     try await location.checkConnection(logger: logger)
@@ -49,13 +51,23 @@ public final class PostgresJobQueue: JobQueue {
       group.addTask { await client.run() }
       defer { group.cancelAll() }
       let queue = PostgresJobQueue(client: client, logger: logger)
-      try await queue.prepare()
+      if preparing { try await queue.prepare() }
       return try await body(queue)
     }
   }
 
-  public func prepare() async throws(PipelineError) {
-    _ = try await database("prepare its tables") { try await PostgresSchema.migrate(self.client, logger: self.logger) }
+  public func prepare() async throws(PipelineError) { _ = try await migrate() }
+
+  /// Creates or migrates the tables (what ``prepare()`` does) and says from which version to
+  /// which (`from` 0: they were made now; `from == to`: nothing to do).
+  ///
+  /// ```swift
+  /// let (from, to) = try await queue.migrate()   // (0, 1) the first time, (1, 1) after
+  /// ```
+  @discardableResult
+  public func migrate() async throws(PipelineError) -> (from: Int, to: Int) {
+    let found = try await database("prepare its tables") { try await PostgresSchema.migrate(self.client, logger: self.logger) }
+    return (found, PostgresSchema.currentVersion)
   }
 
   public func enqueue(batch: String, pipeline: String, sources: [String]) async throws(PipelineError) -> EnqueuedBatch {

@@ -1,5 +1,6 @@
 import DarkroomCore
 import DarkroomPostgres
+import DarkroomPostgresTestServer
 import Foundation
 import Logging
 import PostgresNIO

@@ -3,7 +3,6 @@ import DarkroomPostgres
 import Foundation
 import Logging
 import PostgresNIO
-import Testing
 
 #if canImport(Glibc)
   import Glibc
@@ -14,8 +13,8 @@ import Testing
 /// (PostgreSQL refuses root), stopped when the suite ends. Each test gets a database of its own.
 ///
 /// Debian's `postgresql` package provides the programs (`scripts/install-deps.sh` installs it).
-final class PostgresTestServer: Sendable {
-  let folder: String
+public final class PostgresTestServer: Sendable {
+  public let folder: String
   let programs: String
   let owner: String?
 
@@ -26,10 +25,11 @@ final class PostgresTestServer: Sendable {
   }
 
   var data: String { folder + "/data" }
-  var sockets: String { folder + "/sockets" }
+  /// The folder of the server's Unix socket (`?host=` of a `postgres://` URL).
+  public var sockets: String { folder + "/sockets" }
 
   /// Starts a new cluster.
-  static func start() async throws -> PostgresTestServer {
+  public static func start() async throws -> PostgresTestServer {
     let programs = try findPrograms()
     let folder = NSTemporaryDirectory() + "darkroom-pg-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: folder + "/sockets", withIntermediateDirectories: true)
@@ -53,14 +53,14 @@ final class PostgresTestServer: Sendable {
   }
 
   /// Stops the server at once and removes its folder.
-  func stop() async {
+  public func stop() async {
     _ = try? await run("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"])
     try? FileManager.default.removeItem(atPath: folder)
   }
 
   /// The location of a new, empty database (made over a connection: a spawned `createdb` would
   /// copy the test process's descriptors, image tables' locks among them, for a moment).
-  func newDatabase() async throws -> PostgresLocation {
+  public func newDatabase() async throws -> PostgresLocation {
     let name = "t" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     let configuration = PostgresConnection.Configuration(
       unixSocketPath: sockets + "/.s.PGSQL.5432", username: "darkroom", password: nil, database: "postgres")
@@ -120,9 +120,10 @@ final class PostgresTestServer: Sendable {
     return status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
   }
 
-  struct Failure: Error, CustomStringConvertible {
-    var message: String
-    var description: String { message }
+  public struct Failure: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+    public init(message: String) { self.message = message }
   }
 
   /// The newest PostgreSQL's programs (`/usr/lib/postgresql/N/bin`, Debian's layout).
@@ -134,35 +135,4 @@ final class PostgresTestServer: Sendable {
     }
     return "\(root)/\(newest)/bin"
   }
-}
-
-/// Runs a suite around one ``PostgresTestServer`` (``PostgresTestServer/current`` inside it).
-struct WithPostgresServer: SuiteTrait, TestScoping {
-  func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-    let server = try await PostgresTestServer.start()
-    do {
-      try await PostgresTestServer.$current.withValue(server) { try await function() }
-    } catch {
-      await server.stop()
-      throw error
-    }
-    await server.stop()
-  }
-}
-
-extension PostgresTestServer {
-  @TaskLocal static var current: PostgresTestServer?
-
-  /// The suite's server (see ``WithPostgresServer``).
-  static var suite: PostgresTestServer {
-    get throws {
-      guard let current else { throw Failure(message: "no PostgreSQL server: put the suite under .postgresServer") }
-      return current
-    }
-  }
-}
-
-extension Trait where Self == WithPostgresServer {
-  /// One PostgreSQL server for the whole suite.
-  static var postgresServer: Self { WithPostgresServer() }
 }

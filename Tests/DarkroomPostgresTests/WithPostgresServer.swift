@@ -1,0 +1,33 @@
+import DarkroomPostgresTestServer
+import Testing
+
+/// Runs a suite around one ``PostgresTestServer`` (``PostgresTestServer/current`` inside it).
+struct WithPostgresServer: SuiteTrait, TestScoping {
+  func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+    let server = try await PostgresTestServer.start()
+    do {
+      try await PostgresTestServer.$current.withValue(server) { try await function() }
+    } catch {
+      await server.stop()
+      throw error
+    }
+    await server.stop()
+  }
+}
+
+extension PostgresTestServer {
+  @TaskLocal static var current: PostgresTestServer?
+
+  /// The suite's server (see ``WithPostgresServer``).
+  static var suite: PostgresTestServer {
+    get throws {
+      guard let current else { throw Failure(message: "no PostgreSQL server: put the suite under .postgresServer") }
+      return current
+    }
+  }
+}
+
+extension Trait where Self == WithPostgresServer {
+  /// One PostgreSQL server for the whole suite.
+  static var postgresServer: Self { WithPostgresServer() }
+}
