@@ -83,7 +83,6 @@ let package = Package(
       name: "DarkroomPostgres",
       dependencies: [
         "DarkroomCore", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
-        .product(name: "Crypto", package: "swift-crypto"),
       ],
       swiftSettings: strict),
     .target(

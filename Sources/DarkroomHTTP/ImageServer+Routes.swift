@@ -78,16 +78,9 @@ extension ImageServer {
   }
 
   private func handle(_ request: Request, connection: (any Channel)?) async -> Response {
-    var imageRequest = ImageRequest(
-      path: request.uri.path, isHead: request.method == .head, accept: request.headers[.accept],
-      ifNoneMatch: request.headers[.ifNoneMatch],
-      requestID: Self.requestIDField.flatMap { Self.usableRequestID(request.headers[$0]) })
+    var imageRequest = ImageRequest(path: request.uri.path, method: request.method, fields: request.headers)
     imageRequest.connection = connection
     let answer = await respond(to: imageRequest)
-    var headers = HTTPFields()
-    for (name, value) in answer.headers {
-      if let field = HTTPField.Name(name) { headers[field] = value }
-    }
     let body: ResponseBody
     if let bytes = answer.body {
       body = ResponseBody(byteBuffer: bytes.withUnsafeBytes { ByteBuffer(bytes: $0) })
@@ -96,10 +89,8 @@ extension ImageServer {
     } else {
       body = ResponseBody()
     }
-    return Response(status: HTTPResponse.Status(code: answer.status), headers: headers, body: body)
+    return Response(status: HTTPResponse.Status(code: answer.status), headers: answer.fields, body: body)
   }
-
-  private static let requestIDField = HTTPField.Name("X-Request-Id")
 
   /// A client's request id, when it is short and plain (it is logged).
   static func usableRequestID(_ value: String?) -> String? {
@@ -109,5 +100,28 @@ extension ImageServer {
       })
     else { return nil }
     return value
+  }
+}
+
+extension ImageRequest {
+  /// The request as Hummingbird's router and ``MemoryHitHandler`` read it from HTTP: the path
+  /// as sent, the method, and the headers that matter.
+  init(path: String, method: HTTPRequest.Method, fields: HTTPFields) {
+    self.init(
+      path: path, isHead: method == .head, accept: fields[.accept], ifNoneMatch: fields[.ifNoneMatch],
+      requestID: Self.requestIDField.flatMap { ImageServer.usableRequestID(fields[$0]) })
+  }
+
+  private static let requestIDField = HTTPField.Name("X-Request-Id")
+}
+
+extension ImageResponse {
+  /// The headers as HTTP fields (a name HTTP does not allow is left out).
+  var fields: HTTPFields {
+    var fields = HTTPFields()
+    for (name, value) in headers {
+      if let field = HTTPField.Name(name) { fields[field] = value }
+    }
+    return fields
   }
 }

@@ -79,18 +79,11 @@ final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
     guard head.method == .get || head.method == .head, let path = head.path, path.utf8.first == UInt8(ascii: "/"),
       !path.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
     else { return nil }
-    let request = ImageRequest(
-      path: path, isHead: head.method == .head, accept: head.headerFields[.accept],
-      ifNoneMatch: head.headerFields[.ifNoneMatch],
-      requestID: Self.requestIDField.flatMap { ImageServer.usableRequestID(head.headerFields[$0]) })
-    return server.memoryAnswer(to: request)
+    return server.memoryAnswer(to: ImageRequest(path: path, method: head.method, fields: head.headerFields))
   }
 
   private func write(_ answer: ImageResponse, closing: Bool, context: ChannelHandlerContext) {
-    var fields = HTTPFields()
-    for (name, value) in answer.headers {
-      if let field = HTTPField.Name(name) { fields[field] = value }
-    }
+    var fields = answer.fields
     let body = answer.body.map { bytes in bytes.withUnsafeBytes { context.channel.allocator.buffer(bytes: $0) } }
     if let body { fields[.contentLength] = String(body.readableBytes) }
     fields[.date] = date.now()
@@ -108,7 +101,6 @@ final class MemoryHitHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
   }
 
-  private static let requestIDField = HTTPField.Name("X-Request-Id")
 }
 
 /// The `Date` header's text (RFC 9110's IMF-fixdate), formatted at most once a second.

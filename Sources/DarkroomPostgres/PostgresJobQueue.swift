@@ -1,4 +1,3 @@
-import Crypto
 import DarkroomCore
 import Foundation
 import Logging
@@ -81,7 +80,7 @@ public final class PostgresJobQueue: JobQueue {
     guard !pipeline.contains("\0"), pipeline.utf8.count <= Self.maxPipelineBytes else {
       throw PipelineError(.invalidInput, "a queued pipeline is at most \(Self.maxPipelineBytes) bytes, without NUL")
     }
-    let digest = SHA256.hash(data: Data(pipeline.utf8)).map { String(format: "%02x", $0) }.joined()
+    let digest = RequestDigest.hex(pipeline)
     let logger = logger
     return try await database("enqueue the batch") {
       try await self.client.withTransaction(logger: logger) { connection in
@@ -197,7 +196,7 @@ public final class PostgresJobQueue: JobQueue {
   }
 
   public func complete(_ lease: JobLease, with result: JobResult) async throws(PipelineError) -> Bool {
-    let digest = SHA256.hash(data: result.bytes).map { String(format: "%02x", $0) }.joined()
+    let digest = RequestDigest.hex(of: result.bytes)
     let name = result.name.storable(maxBytes: 1_024)
     let logger = logger
     let worker = lease.worker.storable(maxBytes: 200)
@@ -303,7 +302,7 @@ public final class PostgresJobQueue: JobQueue {
     }
     guard let (name, buffer, expected) = stored else { return nil }
     let bytes = Array(buffer.readableBytesView)
-    let digest = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    let digest = RequestDigest.hex(of: bytes)
     guard digest == expected else {
       throw PipelineError(.cacheCorrupt, "the stored result of job \(job) does not match its checksum")
     }
@@ -354,7 +353,7 @@ public final class PostgresJobQueue: JobQueue {
 
   /// The key a source is unique by in its batch: the hex SHA-256 of its UTF-8.
   static func sourceKey(_ source: String) -> String {
-    SHA256.hash(data: Data(source.utf8)).map { String(format: "%02x", $0) }.joined()
+    RequestDigest.hex(source)
   }
 
   static func checkAttempts(_ maxAttempts: Int) throws(PipelineError) {

@@ -17,6 +17,11 @@ package enum RequestDigest {
 
   /// The first `bytes` bytes of the SHA-256 of `text`, as lower-case hex.
   package static func hex(_ text: String, bytes: Int = 32) -> String {
-    SHA256.hash(data: Data(text.utf8)).prefix(bytes).map { String(format: "%02x", $0) }.joined()
+    hex(of: Data(text.utf8), bytes: bytes)
+  }
+
+  /// The first `bytes` bytes of the SHA-256 of `data`, as lower-case hex.
+  package static func hex(of data: some DataProtocol, bytes: Int = 32) -> String {
+    SHA256.hash(data: data).prefix(bytes).map { String(format: "%02x", $0) }.joined()
   }
 }
