@@ -14,6 +14,9 @@ struct ImageLoaderTests {
     configuration.diskLimit = disk
     configuration.coalescing = coalescing
     configuration.observers = observers
+    // No time limit: these tests check limits, order and cancellation, and a parallel test run
+    // on a loaded machine must not turn a slow queue into a timedOut failure.
+    configuration.timeout = nil
     return ImageLoader(configuration: configuration)
   }
 
