@@ -68,9 +68,11 @@ public enum Darkroom {
       "write", summary: "Writes the encoded image into the output directory under a templated name, atomically.",
       options: WriteOptions.self
     ) { options, context in
-      Writer(
+      var writer = Writer(
         directory: options.resolvedDirectory(in: context), template: options.template, overwrite: options.overwrite,
         claims: context.outputClaims)
+      writer.capture = context.resultCollector
+      return writer
     }
     registry.registerPassThrough(
       "cache",
@@ -91,7 +93,9 @@ public enum Darkroom {
       "save", summary: "Writes the fetched bytes unchanged into the output directory ({name}.{ext}), atomically.",
       options: SaveOptions.self
     ) { options, context in
-      BytesWriter(directory: context.outputDirectory ?? ".", template: options.template, claims: context.outputClaims)
+      var saver = BytesWriter(directory: context.outputDirectory ?? ".", template: options.template, claims: context.outputClaims)
+      saver.capture = context.resultCollector
+      return saver
     }
     return registry
   }

@@ -18,7 +18,7 @@ struct DarkroomCommand: AsyncParsableCommand {
       """,
     subcommands: [
       RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self, ServeCommand.self,
-      QueueCommand.self,
+      QueueCommand.self, EnqueueCommand.self, WorkerCommand.self, BatchCommand.self,
     ]
   )
 
@@ -53,8 +53,11 @@ struct DarkroomCommand: AsyncParsableCommand {
       var command = try parseAsRoot(parsed)
       switch command {
       case var run as RunCommand:
-        run.inputs = folded.unfold(run.inputs)
+        run.input.inputs = folded.unfold(run.input.inputs)
         try await run.run(signals: signals ?? StopSignals())
+      case var enqueue as EnqueueCommand:
+        enqueue.input.inputs = folded.unfold(enqueue.input.inputs)
+        try await enqueue.run()
       case var validate as ValidateCommand:
         validate.files = folded.unfold(validate.files)
         try validate.run()

@@ -15,14 +15,7 @@ struct RunCommand: AsyncParsableCommand {
       stopped by SIGINT or SIGTERM.
       """)
 
-  @Argument(help: "The pipeline JSON file.")
-  var pipeline: String
-
-  @Argument(help: "Input files, folders (their image files), file:// or http(s):// URLs.")
-  var inputs: [String] = []
-
-  @Option(help: "A file listing inputs, one URL or path per line ('-' for standard input).")
-  var inputList: String?
+  @OptionGroup var input: BatchInputs
 
   @Option(help: "How many HTTP transfers run at once (1 to 1024, default 8), apart from --jobs.")
   var fetchConcurrency: Int = 8
@@ -58,14 +51,16 @@ struct RunCommand: AsyncParsableCommand {
   )
   var vipsThreads: Int = 1
 
-  @Flag(help: "Descend into subfolders of folder inputs.")
-  var recursive = false
-
   @Flag(help: "Turn off stage fusion (shrink-on-load).")
   var noFusion = false
 
   @Flag(help: "No progress bar or summary.")
   var quiet = false
+
+  @OptionGroup(title: "Shared queue (several machines)") var queue: QueueOptions
+
+  @Option(help: "With --queue: the batch's name (default: the pipeline's name and a digest of the pipeline and inputs).")
+  var batch: String?
 
   enum EventsFormat: String, ExpressibleByArgument { case jsonl }
 
@@ -85,7 +80,6 @@ struct RunCommand: AsyncParsableCommand {
     if let jobs { try Self.check("--jobs", jobs, Bounds.jobs) }
     try Self.check("--fetch-concurrency", fetchConcurrency, Bounds.fetchConcurrency)
     try Self.check("--vips-threads", vipsThreads, Bounds.vipsThreads)
-    if inputs.isEmpty && inputList == nil { throw ValidationError("give inputs, or --input-list FILE") }
     guard Bounds.seconds.contains(timeout) else {  // NaN is in no range
       throw ValidationError("--timeout takes seconds from 0.000001 to 86400 (a day), got \(timeout)")
     }
@@ -119,6 +113,7 @@ struct RunCommand: AsyncParsableCommand {
   /// at any time after that (while the pipeline is loaded or the inputs are listed, too) stops
   /// the run in order, with the summary.
   func run(signals: StopSignals) async throws {
+    if queue.queue != nil { return try await runQueued(signals: signals) }
     // Every writer of the run records which input has which file: a template that maps two
     // inputs onto one file fails the second instead of overwriting the first.
     let claims = OutputClaims()
@@ -126,7 +121,7 @@ struct RunCommand: AsyncParsableCommand {
     let resources = PipelineResources()
     var context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, resources: resources)
     context.outputClaims = claims
-    let set = try PipelineFile.load(pipeline, context: context)
+    let set = try PipelineFile.load(input.pipeline, context: context)
     // libvips starts here, on the main thread, before any work, when a stage needs it (a
     // fetch-only pipeline skips its ~80 ms of module loading). Starting it lazily on a pool thread
     // raced with the process's exit when the first image's operation timed out during the start:
@@ -141,23 +136,15 @@ struct RunCommand: AsyncParsableCommand {
       Terminal.error("error: \(error.message)")
       throw ExitCode.failure
     }
-    var listed: [String] = []
-    if let inputList {
-      do {
-        listed = try await InputList.readOffPool(inputList, wakeup: signals.wakeup)
-      } catch {
-        Terminal.error("error: cannot read the input list \(Terminal.printable(inputList)): \(error)")
-        throw ExitCode.validationFailure
-      }
-    }
+    let listed = try await input.listed(signals: signals)
     // The memory store sheds half its entries whenever the cgroup runs short of memory.
     let pressureMonitor = MemoryStore.shared.trimOnMemoryPressure()
     defer { pressureMonitor.stop() }
-    let expanded = InputExpander(recursive: recursive).expand(inputs + listed)
+    let expanded = InputExpander(recursive: input.recursive).expand(input.inputs + listed)
     for problem in expanded.problems { Terminal.error("failed: \(Terminal.printable(problem.input)): \(problem.message)") }
     // Counted here, so that the expansion (every input once more) is not kept alive for the run.
     let problemCount = expanded.problems.count
-    let graphs = try finalGraphs(set, claims: claims)
+    let graphs = try Self.finalGraphs(set, output: output, noFusion: noFusion, claims: claims)
     let (distinct, repeated) = OutputNaming.distinct(expanded.sources)
     let sources = OutputNaming.disambiguated(distinct, patterns: OutputPattern.all(in: graphs))
     if repeated > 0, !quiet {
@@ -212,21 +199,24 @@ struct RunCommand: AsyncParsableCommand {
   /// Each variant's graph as it runs. A pipeline ending with "encode" (or only fetching) gets a
   /// default write stage: outputs land in --output as {name}.{ext}, or {name}-{variant}.{ext} for
   /// a pipeline with variants.
-  func finalGraphs(_ set: PipelineSet, claims: OutputClaims) throws -> [(graph: StageGraph, variant: String?)] {
+  ///
+  /// With `capture` (a queue worker), the default writer keeps its outputs there as results.
+  static func finalGraphs(
+    _ set: PipelineSet, output: String, noFusion: Bool, claims: OutputClaims?, capture: ResultCollector? = nil
+  ) throws -> [(graph: StageGraph, variant: String?)] {
     var graphs: [(graph: StageGraph, variant: String?)] = []
     for variant in set.variants {
       var graph = noFusion ? variant.graph.fusion(false) : variant.graph
       let template = variant.name == nil ? Writer.defaultTemplate : "{name}-{variant}.{ext}"
       let produced = ObjectIdentifier(graph.outputType)
+      var writer = Writer(directory: output, template: template, overwrite: true, claims: claims)
+      writer.capture = capture
+      var saver = BytesWriter(
+        directory: output, template: template.replacingOccurrences(of: "{variant}", with: variant.name ?? ""), claims: claims)
+      saver.capture = capture
       let finalWriter: AnyStage? =
         produced == ObjectIdentifier(EncodedImage.self)
-        ? AnyStage(Writer(directory: self.output, template: template, overwrite: true, claims: claims))
-        : produced == ObjectIdentifier(FetchedData.self)
-          ? AnyStage(
-            BytesWriter(
-              directory: self.output, template: template.replacingOccurrences(of: "{variant}", with: variant.name ?? ""),
-              claims: claims))
-          : nil
+        ? AnyStage(writer) : produced == ObjectIdentifier(FetchedData.self) ? AnyStage(saver) : nil
       if let finalWriter {
         do {
           graph = try StageGraph(name: graph.name, stages: graph.stages + [finalWriter], fusion: graph.fusionEnabled)

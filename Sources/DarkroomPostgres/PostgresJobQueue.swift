@@ -20,6 +20,8 @@ import PostgresNIO
 public final class PostgresJobQueue: JobQueue {
   public let client: PostgresClient
   let logger: Logger
+  /// Where results go: the table up to a size, a shared folder beyond it.
+  public let storage: ResultStorage
 
   /// Sources of at most this many bytes (a path or a URL) are queued.
   public static let maxSourceBytes = 8_192
@@ -31,9 +33,11 @@ public final class PostgresJobQueue: JobQueue {
   /// fails with `queueUnavailable`; postgres-nio's own pool would wait about a minute.
   public static let operationTimeout: Duration = .seconds(15)
 
-  public init(client: PostgresClient, logger: Logger = Logger(label: "darkroom.queue")) {
+  public init(client: PostgresClient, logger: Logger = Logger(label: "darkroom.queue"), storage: ResultStorage = ResultStorage())
+  {
     self.client = client
     self.logger = logger
+    self.storage = storage
   }
 
   /// Connects once to `location` (an unreachable queue fails at once, with its cause), runs a
@@ -42,14 +46,14 @@ public final class PostgresJobQueue: JobQueue {
   /// With `preparing` false, the tables are left as they are (for ``migrate()``).
   public static func withQueue<Result: Sendable>(
     at location: PostgresLocation, logger: Logger = Logger(label: "darkroom.queue"), preparing: Bool = true,
-    _ body: @Sendable (PostgresJobQueue) async throws -> Result
+    storage: ResultStorage = ResultStorage(), _ body: @Sendable (PostgresJobQueue) async throws -> Result
   ) async throws -> Result {
     try await location.checkConnection(logger: logger)
     let client = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { await client.run() }
       defer { group.cancelAll() }
-      let queue = PostgresJobQueue(client: client, logger: logger)
+      let queue = PostgresJobQueue(client: client, logger: logger, storage: storage)
       if preparing { try await queue.prepare() }
       return try await body(queue)
     }
@@ -69,13 +73,23 @@ public final class PostgresJobQueue: JobQueue {
     return (found, PostgresSchema.currentVersion)
   }
 
-  public func enqueue(batch: String, pipeline: String, sources: [String]) async throws(PipelineError) -> EnqueuedBatch {
+  public func enqueue(batch: String, pipeline: String, pipelineName: String, sources jobs: [JobSource])
+    async throws(PipelineError) -> EnqueuedBatch
+  {
     guard !batch.isEmpty, batch.utf8.count <= Self.maxNameBytes, !batch.contains("\0") else {
       throw PipelineError(.invalidInput, "a batch name is 1 to \(Self.maxNameBytes) bytes, without NUL")
     }
+    let sources = jobs.map(\.source)
     if let bad = sources.first(where: { $0.isEmpty || $0.utf8.count > Self.maxSourceBytes || $0.contains("\0") }) {
       throw PipelineError(
         .invalidInput, "a queued source is 1 to \(Self.maxSourceBytes) bytes, without NUL: \(bad.prefix(80))")
+    }
+    if let bad = jobs.first(where: { $0.name.utf8.count > Self.maxNameBytes * 2 || $0.name.contains("\0") }) {
+      throw PipelineError(
+        .invalidInput, "an output name is at most \(Self.maxNameBytes * 2) bytes, without NUL: \(bad.name.prefix(80))")
+    }
+    guard !pipelineName.isEmpty, pipelineName.utf8.count <= Self.maxNameBytes, !pipelineName.contains("\0") else {
+      throw PipelineError(.invalidInput, "a pipeline name is 1 to \(Self.maxNameBytes) bytes, without NUL")
     }
     guard !pipeline.contains("\0"), pipeline.utf8.count <= Self.maxPipelineBytes else {
       throw PipelineError(.invalidInput, "a queued pipeline is at most \(Self.maxPipelineBytes) bytes, without NUL")
@@ -86,19 +100,19 @@ public final class PostgresJobQueue: JobQueue {
       try await self.client.withTransaction(logger: logger) { connection in
         try await connection.query(
           """
-          INSERT INTO darkroom_batches (id, name, pipeline, pipeline_sha256)
-          VALUES (gen_random_uuid(), \(batch), \(pipeline), \(digest)) ON CONFLICT (name) DO NOTHING
+          INSERT INTO darkroom_batches (id, name, pipeline, pipeline_sha256, pipeline_name)
+          VALUES (gen_random_uuid(), \(batch), \(pipeline), \(digest), \(pipelineName)) ON CONFLICT (name) DO NOTHING
           """, logger: logger)
-        var found: (UUID, String)?
+        var found: (UUID, String, String)?
         for try await row in try await connection.query(
-          "SELECT id, pipeline_sha256 FROM darkroom_batches WHERE name = \(batch)", logger: logger
-        ).decode((UUID, String).self) {
+          "SELECT id, pipeline_sha256, pipeline_name FROM darkroom_batches WHERE name = \(batch)", logger: logger
+        ).decode((UUID, String, String).self) {
           found = row
         }
-        guard let (id, existing) = found else {
+        guard let (id, existing, existingName) = found else {
           throw PipelineError(.queueUnavailable, "the batch \(batch) was not stored")
         }
-        guard existing == digest else {
+        guard existing == digest, existingName == pipelineName else {
           throw PipelineError(
             .invalidInput, "the batch \(batch) was enqueued with another pipeline; give this one another --batch name")
         }
@@ -106,13 +120,14 @@ public final class PostgresJobQueue: JobQueue {
         // Sources in slices, so that one statement's parameters stay bounded.
         for start in stride(from: 0, to: sources.count, by: 1_000) {
           let slice = Array(sources[start..<min(start + 1_000, sources.count)])
+          let names = jobs[start..<min(start + 1_000, jobs.count)].map(\.name)
           // Unique by the SHA-256 of the source: an index on the text itself would limit it to
           // the index's row size (2,704 bytes), far under a long URL.
           let keys = slice.map(Self.sourceKey)
           for try await _ in try await connection.query(
             """
-            INSERT INTO darkroom_jobs (batch_id, source, source_key)
-            SELECT \(id), s, k FROM unnest(\(slice)::text[], \(keys)::text[]) AS t (s, k)
+            INSERT INTO darkroom_jobs (batch_id, source, source_key, name)
+            SELECT \(id), s, k, n FROM unnest(\(slice)::text[], \(keys)::text[], \(names)::text[]) AS t (s, k, n)
             ON CONFLICT (batch_id, source_key) DO NOTHING RETURNING id
             """, logger: logger
           ) {
@@ -124,14 +139,16 @@ public final class PostgresJobQueue: JobQueue {
     }
   }
 
-  public func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int) async throws(PipelineError) -> [JobLease] {
+  public func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int, batch only: UUID?)
+    async throws(PipelineError) -> [JobLease]
+  {
     let seconds = try Self.leaseSeconds(lease)
     guard (1...1_000).contains(limit) else { throw PipelineError(.invalidInput, "a claim takes 1 to 1000 jobs, not \(limit)") }
     try Self.checkAttempts(maxAttempts)
     let worker = worker.storable(maxBytes: 200)
     let logger = logger
     return try await database("claim jobs") {
-      var claimed: [(Int64, UUID, String, Int, UUID, Date)] = []
+      var claimed: [(Int64, UUID, String, Int, UUID, Date, String)] = []
       let rows = try await self.client.query(
         """
         WITH exhausted AS (
@@ -146,34 +163,35 @@ public final class PostgresJobQueue: JobQueue {
           SELECT id, 'dead', worker, attempts, lease_token, 'lease expired' FROM exhausted
         ), picked AS (
           SELECT id FROM darkroom_jobs
-          WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now() AND attempts < \(maxAttempts))
+          WHERE (state = 'queued' OR (state = 'running' AND lease_expires_at < now() AND attempts < \(maxAttempts)))
+            AND (\(only)::uuid IS NULL OR batch_id = \(only))
           ORDER BY id FOR UPDATE SKIP LOCKED LIMIT \(limit)
         ), claimed AS (
           UPDATE darkroom_jobs j SET state = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid(),
             lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds)), worker = \(worker), updated_at = now()
           FROM picked WHERE j.id = picked.id
-          RETURNING j.id, j.batch_id, j.source, j.attempts, j.lease_token, j.lease_expires_at
+          RETURNING j.id, j.batch_id, j.source, j.attempts, j.lease_token, j.lease_expires_at, j.name
         ), logged AS (
           INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
           SELECT id, 'claimed', \(worker), attempts, lease_token FROM claimed
         )
-        SELECT id, batch_id, source, attempts, lease_token, lease_expires_at FROM claimed ORDER BY id
+        SELECT id, batch_id, source, attempts, lease_token, lease_expires_at, name FROM claimed ORDER BY id
         """, logger: logger)
-      for try await row in rows.decode((Int64, UUID, String, Int, UUID, Date).self) { claimed.append(row) }
+      for try await row in rows.decode((Int64, UUID, String, Int, UUID, Date, String).self) { claimed.append(row) }
       // Each batch's pipeline once, however many of its jobs were claimed.
-      var pipelines: [UUID: String] = [:]
+      var pipelines: [UUID: (String, String)] = [:]
       let batches = Array(Set(claimed.map(\.1)))
       if !batches.isEmpty {
-        for try await (id, pipeline) in try await self.client.query(
-          "SELECT id, pipeline FROM darkroom_batches WHERE id = ANY(\(batches))", logger: logger
-        ).decode((UUID, String).self) {
-          pipelines[id] = pipeline
+        for try await (id, pipeline, name) in try await self.client.query(
+          "SELECT id, pipeline, pipeline_name FROM darkroom_batches WHERE id = ANY(\(batches))", logger: logger
+        ).decode((UUID, String, String).self) {
+          pipelines[id] = (pipeline, name)
         }
       }
-      return claimed.map { job, batch, source, attempt, token, expires in
+      return claimed.map { job, batch, source, attempt, token, expires, name in
         JobLease(
-          job: job, batch: batch, source: source, pipeline: pipelines[batch] ?? "", worker: worker, attempt: attempt,
-          token: token, expiresAt: expires)
+          job: job, batch: batch, source: source, pipeline: pipelines[batch]?.0 ?? "", worker: worker, attempt: attempt,
+          token: token, expiresAt: expires, name: name, pipelineName: pipelines[batch]?.1 ?? "pipeline")
       }
     }
   }
@@ -195,9 +213,8 @@ public final class PostgresJobQueue: JobQueue {
     }
   }
 
-  public func complete(_ lease: JobLease, with result: JobResult) async throws(PipelineError) -> Bool {
-    let digest = RequestDigest.hex(of: result.bytes)
-    let name = result.name.storable(maxBytes: 1_024)
+  public func complete(_ lease: JobLease, with results: [JobResult]) async throws(PipelineError) -> Bool {
+    let stored = try await storage.place(results)
     let logger = logger
     let worker = lease.worker.storable(maxBytes: 200)
     return try await database("store a result") {
@@ -212,11 +229,13 @@ public final class PostgresJobQueue: JobQueue {
           owned = true
         }
         if owned {
-          try await connection.query(
-            """
-            INSERT INTO darkroom_results (job_id, name, bytes, sha256, size)
-            VALUES (\(lease.job), \(name), \(ByteBuffer(bytes: result.bytes)), \(digest), \(Int64(result.bytes.count)))
-            """, logger: logger)
+          for result in stored {
+            try await connection.query(
+              """
+              INSERT INTO darkroom_results (job_id, name, bytes, sha256, size)
+              VALUES (\(lease.job), \(result.name), \(result.bytes.map { ByteBuffer(bytes: $0) }), \(result.digest), \(result.size))
+              """, logger: logger)
+          }
           try await Self.record("done", lease, worker: worker, detail: nil, on: connection, logger: logger)
           return true
         }
@@ -231,6 +250,29 @@ public final class PostgresJobQueue: JobQueue {
         if doneByThisLease { return true }
         try await Self.record("fenced", lease, worker: worker, detail: "complete", on: connection, logger: logger)
         return false
+      }
+    }
+  }
+
+  public func release(_ lease: JobLease) async throws(PipelineError) -> Bool {
+    let logger = logger
+    let worker = lease.worker.storable(maxBytes: 200)
+    return try await database("give a job back") {
+      try await self.client.withTransaction(logger: logger) { connection in
+        var released = false
+        for try await _ in try await connection.query(
+          """
+          UPDATE darkroom_jobs SET state = 'queued', attempts = greatest(attempts - 1, 0), lease_token = NULL,
+            lease_expires_at = NULL, updated_at = now()
+          WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
+          """, logger: logger)
+        {
+          released = true
+        }
+        try await Self.record(
+          released ? "released" : "fenced", lease, worker: worker, detail: released ? nil : "release",
+          on: connection, logger: logger)
+        return released
       }
     }
   }
@@ -286,27 +328,6 @@ public final class PostgresJobQueue: JobQueue {
       }
       return BatchStatus(counts: counts)
     }
-  }
-
-  /// The stored result of `job`, its SHA-256 checked; `nil` when the job has none.
-  public func result(of job: Int64) async throws(PipelineError) -> JobResult? {
-    let logger = logger
-    let stored: (String, ByteBuffer, String)? = try await database("read a result") {
-      var found: (String, ByteBuffer, String)?
-      for try await row in try await self.client.query(
-        "SELECT name, bytes, sha256 FROM darkroom_results WHERE job_id = \(job)", logger: logger
-      ).decode((String, ByteBuffer, String).self) {
-        found = row
-      }
-      return found
-    }
-    guard let (name, buffer, expected) = stored else { return nil }
-    let bytes = Array(buffer.readableBytesView)
-    let digest = RequestDigest.hex(of: bytes)
-    guard digest == expected else {
-      throw PipelineError(.cacheCorrupt, "the stored result of job \(job) does not match its checksum")
-    }
-    return JobResult(bytes: bytes, name: name)
   }
 
   /// A lease's length in seconds, checked: 1 second to 1 day.

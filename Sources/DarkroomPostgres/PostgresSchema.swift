@@ -67,15 +67,28 @@ enum PostgresSchema {
         """,
         "CREATE INDEX darkroom_ledger_job ON darkroom_ledger (job_id)",
       ]
-    )
+    ),
+    (
+      // Output names chosen when a batch is enqueued, several results per job (one per
+      // variant), and results kept in a shared folder (bytes NULL) when too large for the table.
+      2,
+      [
+        "ALTER TABLE darkroom_batches ADD COLUMN pipeline_name text NOT NULL DEFAULT 'pipeline'",
+        "ALTER TABLE darkroom_jobs ADD COLUMN name text NOT NULL DEFAULT ''",
+        "ALTER TABLE darkroom_results DROP CONSTRAINT darkroom_results_pkey",
+        "ALTER TABLE darkroom_results ALTER COLUMN bytes DROP NOT NULL",
+        "ALTER TABLE darkroom_results ADD PRIMARY KEY (job_id, name)",
+        "CREATE INDEX darkroom_jobs_batch ON darkroom_jobs (batch_id, id)",
+      ]
+    ),
   ]
 
   /// The newest version this Darkroom knows.
   static var currentVersion: Int { migrations.last?.version ?? 0 }
 
-  /// Brings the database to ``currentVersion``; returns the version it was at.
+  /// Brings the database to ``currentVersion`` (or only to `target`); returns the version it was at.
   @discardableResult
-  static func migrate(_ client: PostgresClient, logger: Logger) async throws -> Int {
+  static func migrate(_ client: PostgresClient, logger: Logger, to target: Int = currentVersion) async throws -> Int {
     try await client.withTransaction(logger: logger) { connection in
       try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
       try await connection.query(
@@ -96,7 +109,7 @@ enum PostgresSchema {
           .queueUnavailable,
           "the queue's tables are at version \(found), newer than this darkroom's \(currentVersion): upgrade darkroom")
       }
-      for migration in migrations where migration.version > found {
+      for migration in migrations where migration.version > found && migration.version <= target {
         for statement in migration.statements { try await connection.query(statement, logger: logger) }
         try await connection.query("INSERT INTO darkroom_schema (version) VALUES (\(migration.version))", logger: logger)
         logger.info("queue schema migrated", metadata: ["version": "\(migration.version)"])

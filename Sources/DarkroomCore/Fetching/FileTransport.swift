@@ -198,7 +198,7 @@ package struct FileTransport: FetchTransport {
   /// (kernels before 5.6, sandboxes that hide the call) a walk of `openat` calls with
   /// `O_NOFOLLOW`, one component at a time. Returns -1 with `errno` set on failure: `ELOOP` for a
   /// symlink, `EXDEV` for a `..` that would leave `directory`.
-  static func openBeneath(_ directory: Int32, _ path: String, flags: Int32) -> Int32 {
+  package static func openBeneath(_ directory: Int32, _ path: String, flags: Int32) -> Int32 {
     if !openat2Missing.load(ordering: .relaxed) {
       let resolve = UInt64(DR_RESOLVE_BENEATH | DR_RESOLVE_NO_SYMLINKS | DR_RESOLVE_NO_MAGICLINKS)
       var attempts = 0

@@ -15,7 +15,7 @@ import Foundation
 /// added the same way.
 ///
 /// ```swift
-/// let batch = try await queue.enqueue(batch: "thumbs", pipeline: pipelineJSON, sources: ["a.jpg", "b.jpg"])
+/// let batch = try await queue.enqueue(batch: "thumbs", pipeline: pipelineJSON, sources: ["/photos/a.jpg", "/photos/b.jpg"])
 /// for lease in try await queue.claim(worker: "host-1", limit: 4, lease: .seconds(30), maxAttempts: 3) {
 ///   let bytes = try await render(lease.source, lease.pipeline)
 ///   _ = try await queue.complete(lease, with: JobResult(bytes: bytes))
@@ -26,22 +26,30 @@ public protocol JobQueue: Sendable {
   /// Creates or migrates the queue's schema; safe to call from many processes at once.
   func prepare() async throws(PipelineError)
 
-  /// Adds `sources` to the batch named `batch` (made on first use, for `pipeline`). A source
-  /// already in the batch is not added again, and a finished one is not redone.
-  func enqueue(batch: String, pipeline: String, sources: [String]) async throws(PipelineError) -> EnqueuedBatch
+  /// Adds `sources` to the batch named `batch` (made on first use, for `pipeline`, whose
+  /// `{pipeline}` name is `pipelineName`). A source already in the batch is not added again,
+  /// and a finished one is not redone. A batch name holds one pipeline: another is refused.
+  func enqueue(batch: String, pipeline: String, pipelineName: String, sources: [JobSource]) async throws(PipelineError)
+    -> EnqueuedBatch
 
-  /// Claims at most `limit` jobs that are waiting, or whose lease has expired, for `lease`. A
-  /// job whose lease expired on its `maxAttempts`-th attempt (its worker keeps dying on it) is
-  /// made dead instead of claimed again.
-  func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int) async throws(PipelineError) -> [JobLease]
+  /// Claims at most `limit` jobs that are waiting, or whose lease has expired, for `lease`, from
+  /// any batch, or only from `batch`. A job whose lease expired on its `maxAttempts`-th attempt
+  /// (its worker keeps dying on it) is made dead instead of claimed again.
+  func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int, batch: UUID?) async throws(PipelineError)
+    -> [JobLease]
 
   /// Renews `lease` for `duration` from now; false when the lease is no longer this worker's.
   func heartbeat(_ lease: JobLease, extendingBy duration: Duration) async throws(PipelineError) -> Bool
 
-  /// Stores the job's result and marks it done, in one transaction, if `lease` is still the
-  /// job's; false (and nothing stored) when another worker holds it now. A call repeated with
-  /// the lease that completed the job (a retry after a lost reply) answers true again.
-  func complete(_ lease: JobLease, with result: JobResult) async throws(PipelineError) -> Bool
+  /// Stores the job's results (one per output: a pipeline with variants makes several, one
+  /// that writes its own files none) and marks it done, in one transaction, if `lease` is still
+  /// the job's; false (and nothing stored) when another worker holds it now. A call repeated
+  /// with the lease that completed the job (a retry after a lost reply) answers true again.
+  func complete(_ lease: JobLease, with results: [JobResult]) async throws(PipelineError) -> Bool
+
+  /// Gives a job back unfinished (a worker stopping before it is done): it waits for another
+  /// worker, and this attempt is not counted. False when the lease is no longer this worker's.
+  func release(_ lease: JobLease) async throws(PipelineError) -> Bool
 
   /// Ends an attempt with `error`: the job waits for another attempt, or is dead when the error
   /// is permanent (``PipelineError/Code/isPermanent``) or it has had `maxAttempts`. `nil` when
@@ -50,127 +58,40 @@ public protocol JobQueue: Sendable {
 
   /// How many of the batch's jobs are in each state; `notFound` for a batch the queue does not hold.
   func status(of batch: UUID) async throws(PipelineError) -> BatchStatus
+
+  /// The batch with this id, or (for text that is not an id) this name; `notFound` when there
+  /// is none.
+  func batch(_ idOrName: String) async throws(PipelineError) -> UUID
+
+  /// The batch's jobs in the order they were enqueued, `limit` at a time after the job `after`
+  /// (0 for the first page), only those in `states` when it is not empty.
+  func jobs(of batch: UUID, states: Set<JobState>, after: Int64, limit: Int) async throws(PipelineError) -> [JobRecord]
+
+  /// A done job's results, each checked against its SHA-256 (`cacheCorrupt` when one does not
+  /// match).
+  func results(of job: Int64) async throws(PipelineError) -> [JobResult]
+
+  /// How many jobs of every batch are queued or running: 0 when no worker has anything left to do.
+  func openJobs() async throws(PipelineError) -> Int
+
+  /// Queues the batch's dead jobs again, with their attempts counted from zero; returns how many.
+  func retry(batch: UUID) async throws(PipelineError) -> Int
 }
 
-/// A batch after ``JobQueue/enqueue(batch:pipeline:sources:)``: its id and how many sources were new.
-///
-/// ```swift
-/// let batch = try await queue.enqueue(batch: "thumbs", pipeline: json, sources: ["a.jpg", "a.jpg"])
-/// print(batch.added)   // 1: a source is queued once
-/// ```
-public struct EnqueuedBatch: Sendable, Hashable {
-  public var id: UUID
-  /// Sources added by this call (those already in the batch are not counted).
-  public var added: Int
-
-  public init(id: UUID, added: Int) {
-    self.id = id
-    self.added = added
-  }
-}
-
-/// A claimed job: what to run, and the lease that lets this worker end it.
-///
-/// ```swift
-/// for lease in try await queue.claim(worker: "host-1", limit: 2, lease: .seconds(30), maxAttempts: 3) {
-///   print(lease.source, lease.attempt)   // a.jpg 1
-/// }
-/// ```
-public struct JobLease: Sendable, Hashable {
-  public var job: Int64
-  public var batch: UUID
-  public var source: String
-  /// The batch's pipeline, as enqueued (JSON).
-  public var pipeline: String
-  /// The worker that claimed it (written in the queue's ledger).
-  public var worker: String
-  /// 1 for the first attempt.
-  public var attempt: Int
-  /// Fences this attempt: only the current token can end the job.
-  public var token: UUID
-  public var expiresAt: Date
-
-  public init(
-    job: Int64, batch: UUID, source: String, pipeline: String, worker: String, attempt: Int, token: UUID, expiresAt: Date
-  ) {
-    self.job = job
-    self.batch = batch
-    self.source = source
-    self.pipeline = pipeline
-    self.worker = worker
-    self.attempt = attempt
-    self.token = token
-    self.expiresAt = expiresAt
-  }
-}
-
-/// A job's output: the encoded bytes, checked by their SHA-256 whenever they are read back.
-///
-/// ```swift
-/// let done = try await queue.complete(lease, with: JobResult(bytes: jpegBytes, name: "a.jpg"))
-/// ```
-public struct JobResult: Sendable, Hashable {
-  public var bytes: [UInt8]
-  /// The output's file name (for `batch results --output`).
-  public var name: String
-
-  public init(bytes: [UInt8], name: String = "") {
-    self.bytes = bytes
-    self.name = name
-  }
-}
-
-/// Where a job is.
-///
-/// ```swift
-/// let state = try await queue.fail(lease, with: PipelineError(.corruptImage, "bad bytes"), maxAttempts: 3)
-/// print(state == .dead)   // true: a damaged image is not retried
-/// ```
-public enum JobState: String, Sendable, Hashable, CaseIterable {
-  /// Waiting for a worker (new, or after a failed attempt that may be retried).
-  case queued
-  /// Claimed, under a lease.
-  case running
-  /// Finished, with its result stored.
-  case done
-  /// Failed for good: a permanent error, or out of attempts. Its last error is kept.
-  case dead
-}
-
-/// A batch's jobs by state.
-///
-/// ```swift
-/// let status = try await queue.status(of: batch.id)
-/// print(status, status.isFinished)   // queued 0, running 0, done 49, dead 1 true
-/// ```
-public struct BatchStatus: Sendable, Hashable, CustomStringConvertible {
-  public var counts: [JobState: Int]
-
-  public init(counts: [JobState: Int]) { self.counts = counts }
-
-  public subscript(state: JobState) -> Int { counts[state] ?? 0 }
-
-  /// Jobs in the batch.
-  public var total: Int { counts.values.reduce(0, +) }
-
-  /// Whether every job is done or dead.
-  public var isFinished: Bool { self[.queued] == 0 && self[.running] == 0 }
-
-  public var description: String {
-    JobState.allCases.map { "\($0.rawValue) \(self[$0])" }.joined(separator: ", ")
-  }
-}
-
-extension PipelineError.Code {
-  /// Whether trying again cannot help: the input or the pipeline is at fault (a damaged or
-  /// unsupported image, one too large, a missing source, a refused destination), not the
-  /// moment (a timeout, an origin's 5xx, a full disk). A queue does not retry these.
-  public var isPermanent: Bool {
-    Self.permanent.contains(self)
+extension JobQueue {
+  /// Enqueues plain sources, each named (`{name}`) from its own file name or URL, under the
+  /// pipeline name "pipeline".
+  public func enqueue(batch: String, pipeline: String, sources: [String]) async throws(PipelineError) -> EnqueuedBatch {
+    try await enqueue(batch: batch, pipeline: pipeline, pipelineName: "pipeline", sources: sources.map { JobSource($0) })
   }
 
-  private static let permanent: Set<PipelineError.Code> = [
-    .invalidDefinition, .unknownStage, .typeMismatch, .invalidInput, .notFound, .accessDenied, .forbiddenDestination,
-    .tooManyRedirects, .tooLarge, .unsupportedFormat, .corruptImage, .imageTooLarge,
-  ]
+  /// Claims from any batch.
+  public func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int) async throws(PipelineError) -> [JobLease] {
+    try await claim(worker: worker, limit: limit, lease: lease, maxAttempts: maxAttempts, batch: nil)
+  }
+
+  /// Completes a job with one result.
+  public func complete(_ lease: JobLease, with result: JobResult) async throws(PipelineError) -> Bool {
+    try await complete(lease, with: [result])
+  }
 }

@@ -28,6 +28,8 @@ public struct StageBuildContext: Sendable {
   /// runner sets one per run): a second input mapped onto another's file fails instead of
   /// overwriting it.
   package var outputClaims: OutputClaims?
+  /// A queue worker's collector: `write` and `save` stages keep their outputs there as results.
+  package var resultCollector: ResultCollector?
   /// Where factories register the notifiers and cache stores they open, for the caller to purge
   /// and close. A context made without one has a fresh ``PipelineResources`` that only it holds:
   /// what it opens then belongs to the stages built (a notifier let go delivers what it holds and

@@ -147,7 +147,7 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   /// `..` stays: `link/..` is the parent of the link's target, not the folder holding the link,
   /// so removing it by text could name another file. `~` is a name like any other, as it is to
   /// the fetch.
-  static func absolute(_ path: String) -> String {
+  package static func absolute(_ path: String) -> String {
     let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     return "/" + full.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }.joined(separator: "/")
   }

@@ -19,6 +19,8 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
   public var template: String
   /// The batch's record of which input wrote which file (see ``Writer/claims``).
   package var claims: OutputClaims?
+  /// A queue worker's collector (see ``Writer/capture``).
+  package var capture: ResultCollector?
 
   public init(directory: String = ".", template: String = "{name}.{ext}") {
     self.directory = directory
@@ -31,7 +33,7 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
     self.claims = claims
   }
 
-  public var identifier: String { "save(\(directory),\(template))" }
+  public var identifier: String { "save(\(directory),\(template))" + (capture.map { "@\($0.id)" } ?? "") }
 
   /// Writing files is disk work.
   public func resource(for input: FetchedData) -> StageResource { .disk }
@@ -52,6 +54,10 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
     }
     let path = (directory as NSString).appendingPathComponent(name)
     try claims?.claim(path, source: input.source, variant: context.variant, template: template)
+    if let capture {
+      capture.add(input.bytes, path: path, source: input.source)
+      return WrittenFile(path: path, bytes: input.bytes.count)
+    }
     try await context.blocking {
       do {
         try AtomicFile.write(input.bytes, named: name, in: directory)

@@ -19,6 +19,8 @@ public struct Writer: Stage, ContextSensitiveStage {
   /// The batch's record of which input wrote which file: with it, a second input mapped onto a
   /// file already written for another fails instead of overwriting it (``OutputClaims``).
   package var claims: OutputClaims?
+  /// A queue worker's collector: with it, the image is kept there as a result instead of written.
+  package var capture: ResultCollector?
 
   public static let defaultTemplate = "{name}.{ext}"
 
@@ -36,7 +38,9 @@ public struct Writer: Stage, ContextSensitiveStage {
     self.claims = claims
   }
 
-  public var identifier: String { "write(\(directory),\(template)\(overwrite ? "" : ",keep"))" }
+  public var identifier: String {
+    "write(\(directory),\(template)\(overwrite ? "" : ",keep"))" + (capture.map { "@\($0.id)" } ?? "")
+  }
 
   /// The file name for an image, from the template.
   public func fileName(for image: EncodedImage, pipeline: String, variant: String? = nil) -> String {
@@ -100,6 +104,10 @@ public struct Writer: Stage, ContextSensitiveStage {
     }
     let path = (directory as NSString).appendingPathComponent(name)
     try claims?.claim(path, source: image.source, variant: context.variant, template: template)
+    if let capture {
+      capture.add(image.bytes, path: path, source: image.source)
+      return WrittenImage(image: image, path: path)
+    }
     let overwrite = self.overwrite
     try await context.blocking {
       do {

@@ -1,0 +1,159 @@
+import ArgumentParser
+import Darkroom
+import DarkroomCore
+import DarkroomPostgres
+import Foundation
+
+/// `darkroom batch status|results|retry BATCH --queue URL`: a batch in the shared queue.
+struct BatchCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "batch", abstract: "Follow a batch in the shared queue: its status, its results, its dead jobs.",
+    subcommands: [Status.self, Results.self, Retry.self])
+
+  /// The batch argument and the queue options every subcommand takes.
+  struct Target: ParsableArguments {
+    @Argument(help: "The batch's id (as `darkroom enqueue` prints it) or name.")
+    var batch: String
+
+    @OptionGroup var queue: QueueOptions
+
+    func validate() throws { try queue.require() }
+
+    /// Runs `body` with the queue and the batch's id; an unknown batch exits 1 saying so.
+    func withBatch<Result: Sendable>(_ command: String, _ body: @Sendable (PostgresJobQueue, UUID) async throws -> Result)
+      async throws -> Result
+    {
+      let name = batch
+      do {
+        return try await queue.withQueue("batch \(command)") { queue in
+          try await body(queue, try await queue.batch(name))
+        }
+      } catch let error as PipelineError {
+        Terminal.error("darkroom batch \(command): \(error.message)")
+        throw ExitStatus.inputsFailed
+      }
+    }
+  }
+
+  struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "status",
+      abstract: "Print how many of the batch's jobs are queued, running, done and dead, and why the dead ones failed.",
+      discussion: "Exit status 0 when every job is done, 1 when any is dead, 3 while jobs are still queued or running.")
+
+    @OptionGroup var target: Target
+
+    @Flag(help: "Wait until every job is done or dead.")
+    var wait = false
+
+    func run() async throws {
+      let wait = wait
+      let status = try await target.withBatch("status") { queue, batch in
+        var status = try await queue.status(of: batch)
+        while wait, !status.isFinished {
+          try await Task.sleep(for: .milliseconds(200))
+          status = try await queue.status(of: batch)
+        }
+        Terminal.out(status.description)
+        try await forEachJob(of: batch, states: [.dead], in: queue) { job in
+          Terminal.out("dead: \(Terminal.printable(job.source)): \(job.errorCode ?? "?"): \(Terminal.printable(job.error ?? ""))")
+        }
+        return status
+      }
+      if status[.dead] > 0 { throw ExitStatus.inputsFailed }
+      if !status.isFinished { throw ExitCode(3) }
+    }
+  }
+
+  struct Results: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "results", abstract: "Download the batch's outputs into a folder, each checked against its SHA-256.",
+      discussion: """
+        Writes every done job's outputs under the names `darkroom run` gives them. A result \
+        whose bytes do not match their checksum is not written and fails the command. Exit \
+        status 0 when every job's outputs were written, 1 when any job is dead or any result is \
+        damaged, 3 while jobs are still queued or running (what is done is written).
+        """)
+
+    @OptionGroup var target: Target
+
+    @Option(name: .shortAndLong, help: "The folder to write the outputs into.")
+    var output: String
+
+    func run() async throws {
+      let output = output
+      let (written, bytes, damaged, status) = try await target.withBatch("results") { queue, batch in
+        try await BatchDownload(queue: queue, batch: batch, output: output).run()
+      }
+      Terminal.error(
+        "darkroom batch results: wrote \(written) file\(written == 1 ? "" : "s") (\(bytes) bytes) into \(output); "
+          + "\(status)" + (damaged > 0 ? "; \(damaged) damaged" : ""))
+      if damaged > 0 || status[.dead] > 0 { throw ExitStatus.inputsFailed }
+      if !status.isFinished { throw ExitCode(3) }
+    }
+  }
+
+  struct Retry: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "retry", abstract: "Queue the batch's dead jobs again, with their attempts counted from zero.")
+
+    @OptionGroup var target: Target
+
+    func run() async throws {
+      let count = try await target.withBatch("retry") { queue, batch in try await queue.retry(batch: batch) }
+      Terminal.out("darkroom batch retry: \(count) dead job\(count == 1 ? "" : "s") queued again")
+    }
+  }
+}
+
+/// Calls `body` for each of the batch's jobs in `states`, a page at a time.
+func forEachJob(
+  of batch: UUID, states: Set<JobState>, in queue: any JobQueue, _ body: (JobRecord) async throws -> Void
+) async throws {
+  var after: Int64 = 0
+  while true {
+    let page = try await queue.jobs(of: batch, states: states, after: after, limit: 500)
+    for job in page { try await body(job) }
+    guard let last = page.last, page.count == 500 else { return }
+    after = last.id
+  }
+}
+
+/// Writes a batch's results into a folder: each done job's outputs, checked, written atomically
+/// beneath the folder.
+struct BatchDownload: Sendable {
+  let queue: any JobQueue
+  let batch: UUID
+  let output: String
+
+  /// Files written, their bytes, results refused as damaged, and the batch's status.
+  func run() async throws -> (Int, Int, Int, BatchStatus) {
+    let status = try await queue.status(of: batch)
+    var written = 0
+    var bytes = 0
+    var damaged = 0
+    let output = output
+    try await forEachJob(of: batch, states: [.done], in: queue) { job in
+      let results: [JobResult]
+      do {
+        results = try await queue.results(of: job.id)
+      } catch let error as PipelineError where error.code == .cacheCorrupt || error.code == .notFound {
+        Terminal.error("damaged: \(Terminal.printable(job.source)): \(error.message)")
+        damaged += 1
+        return
+      }
+      for result in results {
+        try await BlockingPool.shared.run {
+          do {
+            try AtomicFile.write(ImageBytes(result.bytes), named: result.name, in: output)
+          } catch {
+            throw PipelineError(.writeFailed, "cannot write \(output)/\(result.name): \(error.localizedDescription)")
+          }
+        }
+        written += 1
+        bytes += result.bytes.count
+      }
+    }
+    return (written, bytes, damaged, status)
+  }
+}

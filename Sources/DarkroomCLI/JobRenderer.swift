@@ -1,0 +1,81 @@
+import Darkroom
+import DarkroomCore
+import Foundation
+
+/// Runs one queued job in this process: builds its batch's pipeline (once per batch), runs every
+/// variant on the source through the worker's ``ImageLoader``, and returns the outputs as results
+/// under the names `darkroom run` gives its files: what its `write` and `save` stages would write
+/// (relative to the output folder), and for a pipeline ending with `encode`, `{name}.{ext}` or
+/// `{name}-{variant}.{ext}`. Nothing is written on this machine: the outputs are kept in a
+/// ``ResultCollector`` for the queue.
+final class JobRenderer: Sendable {
+  let context: StageBuildContext
+  let noFusion: Bool
+
+  struct Built: Sendable {
+    var variants: [BatchRunner.Variant]
+    var collector: ResultCollector
+  }
+
+  /// Each batch's pipelines, built once, or why they cannot be.
+  private let built = Protected<[UUID: Result<Built, PipelineError>]>([:])
+
+  init(context: StageBuildContext, noFusion: Bool) {
+    self.context = context
+    self.noFusion = noFusion
+  }
+
+  /// The variants of `lease`'s batch, built on first use, with the collector of their outputs.
+  func pipelines(for lease: JobLease) throws(PipelineError) -> Built {
+    if let known = built.withLock({ $0[lease.batch] }) { return try known.get() }
+    let made: Result<Built, PipelineError>
+    do throws(PipelineError) {
+      let collector = ResultCollector()
+      var context = context
+      context.outputDirectory = "."
+      context.resultCollector = collector
+      let set = try PipelineDefinition.loadSet(
+        json: lease.pipeline, registry: Darkroom.standardRegistry, context: context, defaultName: lease.pipelineName)
+      var variants: [BatchRunner.Variant] = []
+      do {
+        for (graph, name) in try RunCommand.finalGraphs(set, output: ".", noFusion: noFusion, claims: nil, capture: collector) {
+          variants.append(BatchRunner.Variant(name: name, pipeline: try Pipeline(graph)))
+        }
+      } catch {
+        throw error as? PipelineError ?? PipelineError(.invalidDefinition, "\(error)")
+      }
+      made = .success(Built(variants: variants, collector: collector))
+    } catch {
+      made = .failure(
+        PipelineError(error.code, "the batch's pipeline cannot be built here: \(error.message)", issues: error.issues))
+    }
+    built.withLock { $0[lease.batch] = made }
+    return try made.get()
+  }
+
+  /// Runs `lease`'s source through its batch's pipeline; the first error of any variant fails it.
+  func render(_ lease: JobLease, loader: ImageLoader) async throws(PipelineError) -> [JobResult] {
+    let built = try pipelines(for: lease)
+    let variants = built.variants
+    var source = ImageSource(lease.source)
+    if !lease.name.isEmpty { source.name = lease.name }
+    let members = variants.count > 1 ? Cohort.members(variants.count) : []
+    defer { for member in members { member.checkIn() } }
+    let operations = variants.enumerated().map { index, variant in
+      var options = loader.defaultRunOptions
+      options.variant = variant.name
+      return loader.load(source, pipeline: variant.pipeline, options: options, cohort: members.isEmpty ? nil : members[index])
+    }
+    var failure: PipelineError?
+    await withTaskCancellationHandler {
+      for operation in operations {
+        if case .failure(let error) = await operation.result { failure = failure ?? error }
+      }
+    } onCancel: {
+      for operation in operations { operation.cancel() }
+    }
+    let results = built.collector.take(for: source)
+    if let failure { throw failure }
+    return results
+  }
+}

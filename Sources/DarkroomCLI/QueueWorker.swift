@@ -1,0 +1,216 @@
+import Darkroom
+import DarkroomCore
+import Foundation
+
+/// Works jobs from a shared queue: claims them (as many at once as slots are free, at most
+/// `batchSize`), keeps each lease alive with heartbeats while its job runs, and ends each job with
+/// its results or its error.
+///
+/// - A lease that cannot be renewed (another worker took the job over, or the database stayed out
+///   of reach until the lease ran out) cancels its job: its result would be refused anyway.
+/// - When the database cannot be reached, the worker claims nothing, keeps what it holds going,
+///   retries each completion until its lease runs out, and reconnects with backoff (0.1 s, doubled
+///   up to 5 s). Nothing is marked done without its result: both commit together or not at all.
+/// - The first SIGINT or SIGTERM stops claiming and lets the jobs in hand finish; the second
+///   cancels them and gives them back to the queue (``JobQueue/release(_:)``), so that another
+///   worker takes them at once instead of after their lease.
+struct QueueWorker: Sendable {
+  struct Settings: Sendable {
+    /// Jobs run at once.
+    var slots: Int
+    /// How long a claim lasts without a heartbeat.
+    var lease: Duration = .seconds(30)
+    /// How often leases are renewed; a third of the lease by default.
+    var heartbeat: Duration?
+    /// The most jobs one claim takes.
+    var batchSize: Int
+    /// Attempts before a job is dead.
+    var maxAttempts: Int = 3
+    /// Claim only this batch's jobs.
+    var batch: UUID?
+    /// The worker's name in the queue's ledger.
+    var name: String
+    /// How long to wait before asking again when the queue has nothing to claim.
+    var idlePoll: Duration = .milliseconds(200)
+  }
+
+  /// What the worker did.
+  struct Report: Sendable {
+    var done = 0
+    var failed = 0
+    /// Jobs dropped because their lease was lost (another worker has them now).
+    var lost = 0
+    /// Jobs given back to the queue by a stopping signal.
+    var released = 0
+  }
+
+  let queue: any JobQueue
+  let renderer: JobRenderer
+  let loader: ImageLoader
+  let settings: Settings
+
+  /// Works until `finished` says so (checked whenever there is nothing to claim) or a signal
+  /// stops it.
+  func run(signals: StopSignals?, finished: @escaping @Sendable () async -> Bool) async -> Report {
+    let report = Protected(Report())
+    let work = Task {
+      // Each child says whether it was a job (true) or a pause (false).
+      await withTaskGroup(of: Bool.self) { group in
+        var running = 0
+        var backoff: Duration = .zero
+        func pause(_ duration: Duration) async {
+          group.addTask {
+            try? await Task.sleep(for: duration)
+            return false
+          }
+          // A job's end (its slot is free again) or the pause's, whichever comes first.
+          if await group.next() == true { running -= 1 }
+        }
+        while !(signals?.stopRequested ?? false), !Task.isCancelled {
+          let free = settings.slots - running
+          if free <= 0 {
+            if await group.next() == true { running -= 1 }
+            continue
+          }
+          let leases: [JobLease]
+          do throws(PipelineError) {
+            leases = try await queue.claim(
+              worker: settings.name, limit: min(free, settings.batchSize), lease: settings.lease,
+              maxAttempts: settings.maxAttempts, batch: settings.batch)
+            if backoff != .zero { Terminal.error("darkroom worker: the queue answers again") }
+            backoff = .zero
+          } catch {
+            backoff = backoff == .zero ? .milliseconds(100) : min(backoff * 2, .seconds(5))
+            Terminal.error("darkroom worker: cannot claim jobs (\(error.message)); trying again in \(backoff)")
+            await pause(backoff)
+            continue
+          }
+          for lease in leases {
+            running += 1
+            group.addTask {
+              await runJob(lease, report: report, signals: signals)
+              return true
+            }
+          }
+          if leases.isEmpty {
+            if running == 0, await finished() { break }
+            await pause(settings.idlePoll)
+          }
+        }
+        await group.waitForAll()
+      }
+    }
+    signals?.onCancel { work.cancel() }
+    await work.value
+    return report.value
+  }
+
+  private func runJob(_ lease: JobLease, report: Protected<Report>, signals: StopSignals?) async {
+    let keeper = LeaseKeeper(
+      queue: queue, lease: lease, length: settings.lease, interval: settings.heartbeat ?? settings.lease / 3)
+    let rendered = await withTaskGroup(of: Result<[JobResult], PipelineError>?.self) { group in
+      group.addTask {
+        do throws(PipelineError) {
+          return .success(try await renderer.render(lease, loader: loader))
+        } catch {
+          return .failure(error)
+        }
+      }
+      group.addTask {
+        await keeper.keep()  // returns when the lease is lost, or when cancelled
+        return nil
+      }
+      var result: Result<[JobResult], PipelineError> = .failure(PipelineError(.cancelled, "the lease was lost"))
+      for await item in group {
+        if let item {
+          result = item
+          group.cancelAll()  // the heartbeats
+        } else if keeper.isLost {
+          group.cancelAll()  // another worker has the job now: this render is wasted
+        }
+      }
+      return result
+    }
+    if keeper.isLost {
+      report.withLock { $0.lost += 1 }
+      return
+    }
+    switch rendered {
+    case .success(let results):
+      let stored = await retrying(keeper) { () async throws(PipelineError) in try await queue.complete(lease, with: results) }
+      report.withLock { stored == true ? ($0.done += 1) : ($0.lost += 1) }
+    case .failure(let error) where error.code == .cancelled && (signals?.cancelRequested ?? false):
+      let released = (try? await queue.release(lease)) ?? false
+      report.withLock { $0.released += released ? 1 : 0 }
+    case .failure(let error):
+      Terminal.error("failed: \(Terminal.printable(lease.source)): \(error.code): \(Terminal.printable(error.message))")
+      let state = await retrying(keeper) { () async throws(PipelineError) in
+        try await queue.fail(lease, with: error, maxAttempts: settings.maxAttempts)
+      }
+      report.withLock { state == nil ? ($0.lost += 1) : ($0.failed += 1) }
+    }
+  }
+
+  /// Calls `body` until it answers, backing off while the queue is out of reach, for as long as
+  /// the lease may still be ours; `nil` when it never answered in that time.
+  private func retrying<T: Sendable>(_ keeper: LeaseKeeper, _ body: () async throws(PipelineError) -> T) async -> T? {
+    var pause: Duration = .milliseconds(100)
+    while true {
+      do throws(PipelineError) {
+        return try await body()
+      } catch {
+        guard error.code == .queueUnavailable, Date() < keeper.expiry else { return nil }
+        try? await Task.sleep(for: pause)
+        pause = min(pause * 2, .seconds(5))
+      }
+    }
+  }
+}
+
+/// Renews one lease every `interval` while its job runs, and knows when it is lost: the queue
+/// said another worker holds it, or the database stayed out of reach until the lease ran out.
+final class LeaseKeeper: Sendable {
+  let queue: any JobQueue
+  let lease: JobLease
+  let length: Duration
+  let interval: Duration
+  private let state: Protected<(lost: Bool, expiry: Date)>
+
+  init(queue: any JobQueue, lease: JobLease, length: Duration, interval: Duration) {
+    self.queue = queue
+    self.lease = lease
+    self.length = length
+    self.interval = interval
+    state = Protected((false, lease.expiresAt))
+  }
+
+  var isLost: Bool { state.value.lost }
+  /// When the lease runs out unless renewed (as far as this worker knows).
+  var expiry: Date { state.value.expiry }
+
+  /// Renews the lease until it is lost or the task is cancelled.
+  func keep() async {
+    while !Task.isCancelled {
+      do {
+        try await Task.sleep(for: interval)
+      } catch {
+        return
+      }
+      let asked = Date()
+      do throws(PipelineError) {
+        if try await queue.heartbeat(lease, extendingBy: length) {
+          state.withLock { $0.expiry = asked.addingTimeInterval(length.milliseconds / 1000) }
+        } else {
+          state.withLock { $0.lost = true }
+          return
+        }
+      } catch {
+        if error.code == .cancelled { return }
+        if Date() >= expiry {
+          state.withLock { $0.lost = true }
+          return
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Darkroom
+import DarkroomCore
+import Foundation
+
+extension RunCommand {
+  /// `darkroom run … --queue URL`: enqueues the inputs as a batch, works on that batch in this
+  /// process (other machines join with `darkroom worker`), waits until every job of it is done
+  /// or dead, wherever it ran, and writes the outputs into --output. Run again, it recomputes
+  /// nothing: the batch is found done and its outputs are written again from the queue.
+  func runQueued(signals: StopSignals) async throws {
+    if events != nil || stageTimeouts.count > 0 {
+      Terminal.error("error: --events and --stage-timeout are not available with --queue")
+      throw ExitCode.validationFailure
+    }
+    let plan = try await QueuePlan.make(input, output: output, noFusion: noFusion, signals: signals)
+    let started = ContinuousClock.now
+    let (enqueued, total) = try await EnqueueCommand.enqueue(plan, named: batch, queue: queue)
+    do {
+      try Darkroom.bootstrap(vipsConcurrency: vipsThreads)
+    } catch {
+      Terminal.error("error: \(error.message)")
+      throw ExitCode.failure
+    }
+    var workerOptions = try WorkerOptions.parse([])
+    workerOptions.jobs = jobs
+    workerOptions.fetchConcurrency = fetchConcurrency
+    workerOptions.timeout = timeout
+    workerOptions.vipsThreads = vipsThreads
+    let resources = PipelineResources()
+    let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, resources: resources)
+    let renderer = JobRenderer(context: context, noFusion: noFusion)
+    let settings = workerOptions.settings(batch: enqueued.id)
+    let loader = workerOptions.loader()
+    let output = output
+    let outcome = try await queue.withQueue("run") { queue in
+      let worker = QueueWorker(queue: queue, renderer: renderer, loader: loader, settings: settings)
+      let report = await worker.run(signals: signals) {
+        (try? await queue.status(of: enqueued.id).isFinished) ?? false
+      }
+      if signals.stopRequested { return (report, nil as (Int, Int, Int, BatchStatus)?) }
+      try await forEachJob(of: enqueued.id, states: [.dead], in: queue) { job in
+        Terminal.error(
+          "failed: \(Terminal.printable(job.source)): \(job.errorCode ?? "?"): \(Terminal.printable(job.error ?? ""))")
+      }
+      return (report, try await BatchDownload(queue: queue, batch: enqueued.id, output: output).run())
+    }
+    await resources.close()
+    let (report, download) = outcome
+    let elapsed = (ContinuousClock.now - started).milliseconds / 1000
+    guard let (written, _, damaged, status) = download else {
+      if !quiet {
+        Terminal.error("stopped: this process did \(report.done) of batch \(enqueued.id)'s \(total) jobs; the rest stay queued")
+      }
+      throw ExitCode(signals.exitStatus ?? 1)
+    }
+    if !quiet {
+      Terminal.error(
+        String(
+          format: "done %d, failed %d (batch %@: %d jobs, %d new, %d run here), wrote %d files, total %.2f s", status[.done],
+          status[.dead], enqueued.id.uuidString, total, enqueued.added, report.done + report.failed, written, elapsed))
+    }
+    if status[.dead] > 0 || damaged > 0 || plan.problems > 0 { throw ExitStatus.inputsFailed }
+  }
+}
