@@ -163,7 +163,7 @@ let package = Package(
       name: "DarkroomCLITests",
       dependencies: [
         "Darkroom", "DarkroomHTTP", "DarkroomTesting", "DarkroomVipsTesting", "DarkroomHTTPTestServer", "CZlib", "DarkroomCLI",
-        "DarkroomPostgresTestServer",
+        "DarkroomPostgresTestServer", "DarkroomPostgres",
         "darkroom-fuzz",
       ],
       swiftSettings: strict),

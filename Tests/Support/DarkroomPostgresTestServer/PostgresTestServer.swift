@@ -42,14 +42,26 @@ public final class PostgresTestServer: Sendable {
     let server = PostgresTestServer(folder: folder, programs: programs, owner: owner)
     try await server.run(
       "initdb", ["-D", server.data, "-U", "darkroom", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
-    try await server.run(
+    try await server.startServer()
+    return server
+  }
+
+  private func startServer() async throws {
+    _ = try await run(
       "pg_ctl",
       [
-        "-D", server.data, "-w", "-t", "60", "-l", folder + "/server.log", "-o",
-        "-c listen_addresses='' -k \(server.sockets) -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+        "-D", data, "-w", "-t", "60", "-l", folder + "/server.log", "-o",
+        "-c listen_addresses='' -k \(sockets) -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
         "start",
       ])
-    return server
+  }
+
+  /// Stops the server as an administrator would (`pg_ctl stop -m fast`: every client is
+  /// disconnected, what was committed is kept), calls `whileDown`, and starts it again.
+  public func restart(whileDown: @Sendable () async throws -> Void = {}) async throws {
+    _ = try await run("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"])
+    try await whileDown()
+    try await startServer()
   }
 
   /// Stops the server at once and removes its folder.
