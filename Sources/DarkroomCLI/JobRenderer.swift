@@ -49,7 +49,10 @@ final class JobRenderer: Sendable {
       made = .failure(
         PipelineError(error.code, "the batch's pipeline cannot be built here: \(error.message)", issues: error.issues))
     }
-    built.withLock { $0[lease.batch] = made }
+    built.withLock { built in
+      if built.count >= 64 { built.removeAll() }  // a long-lived worker sees many batches
+      built[lease.batch] = made
+    }
     return try made.get()
   }
 

@@ -22,6 +22,8 @@ public final class PostgresJobQueue: JobQueue {
   let logger: Logger
   /// Where results go: the table up to a size, a shared folder beyond it.
   public let storage: ResultStorage
+  /// Each batch's pipeline and its name, read once: a batch's pipeline never changes.
+  private let pipelines = Protected<[UUID: (text: String, name: String)]>([:])
 
   /// Sources of at most this many bytes (a path or a URL) are queued.
   public static let maxSourceBytes = 8_192
@@ -29,6 +31,8 @@ public final class PostgresJobQueue: JobQueue {
   public static let maxNameBytes = 200
   /// Pipelines of at most this many bytes of JSON.
   public static let maxPipelineBytes = 1 << 20
+  /// How many batches' pipelines a queue keeps after reading them.
+  static let cachedPipelines = 64
   /// How long one call may wait for the database (a connection, a query, a commit) before it
   /// fails with `queueUnavailable`; postgres-nio's own pool would wait about a minute.
   public static let operationTimeout: Duration = .seconds(15)
@@ -179,19 +183,23 @@ public final class PostgresJobQueue: JobQueue {
         """, logger: logger)
       for try await row in rows.decode((Int64, UUID, String, Int, UUID, Date, String).self) { claimed.append(row) }
       // Each batch's pipeline once, however many of its jobs were claimed.
-      var pipelines: [UUID: (String, String)] = [:]
-      let batches = Array(Set(claimed.map(\.1)))
-      if !batches.isEmpty {
+      let known = self.pipelines.value
+      let unknown = Array(Set(claimed.map(\.1)).filter { known[$0] == nil })
+      if !unknown.isEmpty {
         for try await (id, pipeline, name) in try await self.client.query(
-          "SELECT id, pipeline, pipeline_name FROM darkroom_batches WHERE id = ANY(\(batches))", logger: logger
+          "SELECT id, pipeline, pipeline_name FROM darkroom_batches WHERE id = ANY(\(unknown))", logger: logger
         ).decode((UUID, String, String).self) {
-          pipelines[id] = (pipeline, name)
+          self.pipelines.withLock { cache in
+            if cache.count >= Self.cachedPipelines { cache.removeAll() }  // bounded: pipelines are up to 1 MiB each
+            cache[id] = (pipeline, name)
+          }
         }
       }
+      let pipelines = self.pipelines.value
       return claimed.map { job, batch, source, attempt, token, expires, name in
         JobLease(
-          job: job, batch: batch, source: source, pipeline: pipelines[batch]?.0 ?? "", worker: worker, attempt: attempt,
-          token: token, expiresAt: expires, name: name, pipelineName: pipelines[batch]?.1 ?? "pipeline")
+          job: job, batch: batch, source: source, pipeline: pipelines[batch]?.text ?? "", worker: worker, attempt: attempt,
+          token: token, expiresAt: expires, name: name, pipelineName: pipelines[batch]?.name ?? "pipeline")
       }
     }
   }
@@ -217,30 +225,39 @@ public final class PostgresJobQueue: JobQueue {
     let stored = try await storage.place(results)
     let logger = logger
     let worker = lease.worker.storable(maxBytes: 200)
+    let names = stored.map(\.name)
+    // Results kept in the shared folder travel as empty buffers, stored as NULL.
+    let bytes = stored.map { ByteBuffer(bytes: $0.bytes ?? []) }
+    let shared = stored.map { $0.bytes == nil }
+    let digests = stored.map(\.digest)
+    let sizes = stored.map(\.size)
     return try await database("store a result") {
-      try await self.client.withTransaction(logger: logger) { connection in
-        var owned = false
-        for try await _ in try await connection.query(
-          """
+      // The usual case in one statement (one round trip): the job marked done under this lease,
+      // its results and its ledger row, or nothing at all.
+      var owned = false
+      for try await _ in try await self.client.query(
+        """
+        WITH done AS (
           UPDATE darkroom_jobs SET state = 'done', lease_expires_at = NULL, updated_at = now()
           WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
-          """, logger: logger)
-        {
-          owned = true
-        }
-        if owned {
-          for result in stored {
-            try await connection.query(
-              """
-              INSERT INTO darkroom_results (job_id, name, bytes, sha256, size)
-              VALUES (\(lease.job), \(result.name), \(result.bytes.map { ByteBuffer(bytes: $0) }), \(result.digest), \(result.size))
-              """, logger: logger)
-          }
-          try await Self.record("done", lease, worker: worker, detail: nil, on: connection, logger: logger)
-          return true
-        }
-        // Not running under this lease: done by this very lease (a retried call) is success;
-        // anything else is a refusal, recorded when the job exists.
+        ), stored AS (
+          INSERT INTO darkroom_results (job_id, name, bytes, sha256, size)
+          SELECT done.id, r.name, CASE WHEN r.shared THEN NULL ELSE r.bytes END, r.sha256, r.size
+          FROM done, unnest(\(names)::text[], \(bytes)::bytea[], \(shared)::boolean[], \(digests)::text[], \(sizes)::bigint[])
+            AS r (name, bytes, shared, sha256, size)
+        ), logged AS (
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
+          SELECT id, 'done', \(worker), \(lease.attempt), \(lease.token) FROM done
+        )
+        SELECT id FROM done
+        """, logger: logger)
+      {
+        owned = true
+      }
+      if owned { return true }
+      return try await self.client.withTransaction(logger: logger) { connection in
+        // Not running under this lease: done by this very lease (a retried call whose reply
+        // was lost) is success; anything else is a refusal, recorded when the job exists.
         var doneByThisLease = false
         for try await state in try await connection.query(
           "SELECT state FROM darkroom_jobs WHERE id = \(lease.job) AND lease_token = \(lease.token)", logger: logger
