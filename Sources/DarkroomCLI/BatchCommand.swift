@@ -125,6 +125,10 @@ struct BatchDownload: Sendable {
   let queue: any JobQueue
   let batch: UUID
   let output: String
+  /// Jobs whose outputs are in the folder already (this process made and wrote them), and the
+  /// keys (``OutputPattern/key(_:)`` of the lowercased names) of those outputs.
+  var skipping: Set<Int64> = []
+  var written: Set<UInt64> = []
 
   /// Files written, their bytes, results refused as damaged, and the batch's status.
   func run() async throws -> (Int, Int, Int, BatchStatus) {
@@ -132,28 +136,52 @@ struct BatchDownload: Sendable {
     var written = 0
     var bytes = 0
     var damaged = 0
-    let output = output
-    try await forEachJob(of: batch, states: [.done], in: queue) { job in
-      let results: [JobResult]
-      do {
-        results = try await queue.results(of: job.id)
-      } catch let error as PipelineError where error.code == .cacheCorrupt || error.code == .notFound {
-        Terminal.error("damaged: \(Terminal.printable(job.source)): \(error.message)")
-        damaged += 1
-        return
-      }
-      for result in results {
-        try await BlockingPool.shared.run {
-          do {
-            try AtomicFile.write(ImageBytes(result.bytes), named: result.name, in: output)
-          } catch {
-            throw PipelineError(.writeFailed, "cannot write \(output)/\(result.name): \(error.localizedDescription)")
+    var page: [JobRecord] = []
+    // Jobs enqueued by separate commands into one batch were named apart only within each
+    // command: a name met twice is reported, never written over the first job's file. (Kept as
+    // 64-bit keys of the lowercased names: a million outputs in 16 MB.)
+    var names = self.written
+    func flush() async throws {
+      let results = try await queue.results(of: page.map(\.id))
+      for job in page {
+        switch results[job.id] ?? .success([]) {
+        case .failure(let error):
+          Terminal.error("damaged: \(Terminal.printable(job.source)): \(error.message)")
+          damaged += 1
+        case .success(let outputs):
+          for result in outputs {
+            guard names.insert(OutputPattern.key(result.name.lowercased())).inserted else {
+              Terminal.error(
+                "damaged: \(Terminal.printable(job.source)): another job of the batch also makes "
+                  + "\(Terminal.printable(result.name)); enqueue such inputs together (or in batches of their own)")
+              damaged += 1
+              continue
+            }
+            try await Self.write(result, into: output)
+            written += 1
+            bytes += result.bytes.count
           }
         }
-        written += 1
-        bytes += result.bytes.count
+      }
+      page.removeAll()
+    }
+    try await forEachJob(of: batch, states: [.done], in: queue) { job in
+      guard !skipping.contains(job.id) else { return }
+      page.append(job)
+      if page.count == 100 { try await flush() }
+    }
+    try await flush()
+    return (written, bytes, damaged, status)
+  }
+
+  /// Writes one result beneath `folder` (its name may hold subfolders, never `..` or an absolute path).
+  static func write(_ result: JobResult, into folder: String) async throws {
+    try await BlockingPool.shared.run {
+      do {
+        try AtomicFile.write(ImageBytes(result.bytes), named: result.name, in: folder)
+      } catch {
+        throw PipelineError(.writeFailed, "cannot write \(folder)/\(result.name): \(error.localizedDescription)")
       }
     }
-    return (written, bytes, damaged, status)
   }
 }

@@ -16,8 +16,11 @@ import Foundation
 ///   worker takes them at once instead of after their lease.
 struct QueueWorker: Sendable {
   struct Settings: Sendable {
-    /// Jobs run at once.
+    /// Jobs whose CPU work runs at once (the loader's CPU limit is the same).
     var slots: Int
+    /// Jobs held at once: twice the slots, so that the next job's claim and the last one's
+    /// commit overlap the renders instead of leaving a core idle while the database answers.
+    var held: Int { slots * 2 }
     /// How long a claim lasts without a heartbeat.
     var lease: Duration = .seconds(30)
     /// How often leases are renewed; a third of the lease by default.
@@ -48,6 +51,8 @@ struct QueueWorker: Sendable {
   let renderer: JobRenderer
   let loader: ImageLoader
   let settings: Settings
+  /// Called with each job this worker completed, once its results are committed.
+  var committed: (@Sendable (JobLease, [JobResult]) async -> Void)? = nil
 
   /// Works until `finished` says so (checked whenever there is nothing to claim) or a signal
   /// stops it.
@@ -67,7 +72,7 @@ struct QueueWorker: Sendable {
           if await group.next() == true { running -= 1 }
         }
         while !(signals?.stopRequested ?? false), !Task.isCancelled {
-          let free = settings.slots - running
+          let free = settings.held - running
           if free <= 0 {
             if await group.next() == true { running -= 1 }
             continue
@@ -139,6 +144,7 @@ struct QueueWorker: Sendable {
     case .success(let results):
       let stored = await retrying(keeper) { () async throws(PipelineError) in try await queue.complete(lease, with: results) }
       report.withLock { stored == true ? ($0.done += 1) : ($0.lost += 1) }
+      if stored == true { await committed?(lease, results) }
     case .failure(let error) where error.code == .cancelled && (signals?.cancelRequested ?? false):
       let released = (try? await queue.release(lease)) ?? false
       report.withLock { $0.released += released ? 1 : 0 }

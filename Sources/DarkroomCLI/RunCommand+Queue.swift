@@ -33,8 +33,23 @@ extension RunCommand {
     let settings = workerOptions.settings(batch: enqueued.id)
     let loader = workerOptions.loader()
     let output = output
+    // This process writes the outputs of the jobs it completes at once, as `darkroom run` does;
+    // the rest (done by other machines, or before) are downloaded at the end.
+    let local = Protected((jobs: Set<Int64>(), names: Set<UInt64>(), failed: 0))
     let outcome = try await queue.withQueue("run") { queue in
-      let worker = QueueWorker(queue: queue, renderer: renderer, loader: loader, settings: settings)
+      var worker = QueueWorker(queue: queue, renderer: renderer, loader: loader, settings: settings)
+      worker.committed = { lease, results in
+        do {
+          for result in results { try await BatchDownload.write(result, into: output) }
+          local.withLock { local in
+            local.jobs.insert(lease.job)
+            for result in results { local.names.insert(OutputPattern.key(result.name.lowercased())) }
+          }
+        } catch {
+          Terminal.error("failed: \(Terminal.printable(lease.source)): \(error)")
+          local.withLock { $0.failed += 1 }
+        }
+      }
       let report = await worker.run(signals: signals) {
         (try? await queue.status(of: enqueued.id).isFinished) ?? false
       }
@@ -43,7 +58,10 @@ extension RunCommand {
         Terminal.error(
           "failed: \(Terminal.printable(job.source)): \(job.errorCode ?? "?"): \(Terminal.printable(job.error ?? ""))")
       }
-      return (report, try await BatchDownload(queue: queue, batch: enqueued.id, output: output).run())
+      let mine = local.value
+      let download = BatchDownload(
+        queue: queue, batch: enqueued.id, output: output, skipping: mine.jobs, written: mine.names)
+      return (report, try await download.run())
     }
     await resources.close()
     let (report, download) = outcome
@@ -58,8 +76,9 @@ extension RunCommand {
       Terminal.error(
         String(
           format: "done %d, failed %d (batch %@: %d jobs, %d new, %d run here), wrote %d files, total %.2f s", status[.done],
-          status[.dead], enqueued.id.uuidString, total, enqueued.added, report.done + report.failed, written, elapsed))
+          status[.dead], enqueued.id.uuidString, total, enqueued.added, report.done + report.failed,
+          written + local.value.names.count, elapsed))
     }
-    if status[.dead] > 0 || damaged > 0 || plan.problems > 0 { throw ExitStatus.inputsFailed }
+    if status[.dead] > 0 || damaged > 0 || plan.problems > 0 || local.value.failed > 0 { throw ExitStatus.inputsFailed }
   }
 }

@@ -13,7 +13,7 @@ struct WorkerOptions: ParsableArguments {
   @Option(help: "How often leases are renewed, in seconds (default: a third of --lease; less than --lease).")
   var heartbeat: Double?
 
-  @Option(help: "The most jobs one claim takes (1 to 1000, default: --jobs).")
+  @Option(help: "The most jobs one claim takes (1 to 1000, default: --jobs). A worker holds at most twice --jobs.")
   var batchSize: Int?
 
   @Option(help: "Attempts before a job is dead (1 to 1000, default 3); permanent errors are never retried.")

@@ -45,20 +45,30 @@ extension PostgresJobQueue {
     }
   }
 
-  public func results(of job: Int64) async throws(PipelineError) -> [JobResult] {
+  public func results(of jobs: [Int64]) async throws(PipelineError) -> [Int64: Result<[JobResult], PipelineError>] {
+    guard jobs.count <= 100 else { throw PipelineError(.invalidInput, "results are read for at most 100 jobs at a time") }
+    guard !jobs.isEmpty else { return [:] }
     let logger = logger
-    let rows: [(String, ByteBuffer?, String, Int64)] = try await database("read a result") {
-      var rows: [(String, ByteBuffer?, String, Int64)] = []
+    let rows: [(Int64, String, ByteBuffer?, String, Int64)] = try await database("read results") {
+      var rows: [(Int64, String, ByteBuffer?, String, Int64)] = []
       for try await row in try await self.client.query(
-        "SELECT name, bytes, sha256, size FROM darkroom_results WHERE job_id = \(job) ORDER BY name", logger: logger
-      ).decode((String, ByteBuffer?, String, Int64).self) {
+        "SELECT job_id, name, bytes, sha256, size FROM darkroom_results WHERE job_id = ANY(\(jobs)) ORDER BY job_id, name",
+        logger: logger
+      ).decode((Int64, String, ByteBuffer?, String, Int64).self) {
         rows.append(row)
       }
       return rows
     }
-    var results: [JobResult] = []
-    for (name, bytes, digest, size) in rows {
-      results.append(try await storage.load(name: name, bytes: bytes, digest: digest, size: size, job: job))
+    var results: [Int64: Result<[JobResult], PipelineError>] = [:]
+    for (job, name, bytes, digest, size) in rows {
+      if case .failure = results[job] { continue }
+      do throws(PipelineError) {
+        let result = try await storage.load(name: name, bytes: bytes, digest: digest, size: size, job: job)
+        results[job] = .success(((try? results[job]?.get()) ?? []) + [result])
+      } catch {
+        if error.code == .cancelled { throw error }
+        results[job] = .failure(error)
+      }
     }
     return results
   }

@@ -165,7 +165,7 @@ struct QueueWorkerTests {
       #expect(try await setup.numbers("SELECT count(DISTINCT job_id) FROM darkroom_ledger WHERE event = 'done'") == [1_000])
       let redone = try await setup.numbers(
         "SELECT job_id FROM darkroom_ledger WHERE event = 'claimed' GROUP BY job_id HAVING count(*) > 1 ORDER BY job_id")
-      #expect(redone.count <= 2 && Set(redone).isSubset(of: Set(held)), "redone \(redone), held \(held)")
+      #expect(redone.count <= 4 && Set(redone).isSubset(of: Set(held)), "redone \(redone), held \(held)")
     } catch {
       await setup.stop()
       throw error

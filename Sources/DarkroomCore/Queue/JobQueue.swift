@@ -67,9 +67,10 @@ public protocol JobQueue: Sendable {
   /// (0 for the first page), only those in `states` when it is not empty.
   func jobs(of batch: UUID, states: Set<JobState>, after: Int64, limit: Int) async throws(PipelineError) -> [JobRecord]
 
-  /// A done job's results, each checked against its SHA-256 (`cacheCorrupt` when one does not
-  /// match).
-  func results(of job: Int64) async throws(PipelineError) -> [JobResult]
+  /// Done jobs' results (at most 100 jobs at a time), each checked against its SHA-256: per job,
+  /// its results or why they cannot be read (`cacheCorrupt` when one does not match, `notFound`
+  /// when a shared file is missing). A job without results is absent.
+  func results(of jobs: [Int64]) async throws(PipelineError) -> [Int64: Result<[JobResult], PipelineError>]
 
   /// How many jobs of every batch are queued or running: 0 when no worker has anything left to do.
   func openJobs() async throws(PipelineError) -> Int
@@ -88,6 +89,11 @@ extension JobQueue {
   /// Claims from any batch.
   public func claim(worker: String, limit: Int, lease: Duration, maxAttempts: Int) async throws(PipelineError) -> [JobLease] {
     try await claim(worker: worker, limit: limit, lease: lease, maxAttempts: maxAttempts, batch: nil)
+  }
+
+  /// One done job's results, each checked against its SHA-256.
+  public func results(of job: Int64) async throws(PipelineError) -> [JobResult] {
+    try await results(of: [job])[job]?.get() ?? []
   }
 
   /// Completes a job with one result.
