@@ -83,6 +83,7 @@ let package = Package(
       name: "DarkroomPostgres",
       dependencies: [
         "DarkroomCore", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
       ],
       swiftSettings: strict),
     .target(

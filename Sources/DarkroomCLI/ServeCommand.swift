@@ -1,9 +1,11 @@
 import ArgumentParser
 import Darkroom
 import DarkroomHTTP
+import DarkroomPostgres
 import Foundation
 import Hummingbird
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 
 /// `darkroom serve`: the image server (thumbor URLs and presets) on Hummingbird.
@@ -19,7 +21,7 @@ struct ServeCommand: AsyncParsableCommand {
       \(ServeCommand.settingsHelp)
 
       Exit status: 0 after a clean shutdown (SIGTERM or SIGINT), 2 when the configuration is invalid, \
-      64 when the command line is wrong.
+      64 when the command line is wrong, 75 when the --shared-cache database cannot be reached at start.
       """
   )
 
@@ -41,6 +43,12 @@ struct ServeCommand: AsyncParsableCommand {
   var root: String?
   @Option(name: .long, help: "A folder for the result cache's disk level.")
   var cacheDir: String?
+  @Option(
+    name: .long,
+    help:
+      "A PostgreSQL database (postgres://…) whose result cache this instance shares with others: one render per image in the cluster."
+  )
+  var sharedCache: String?
   @Flag(name: .long, help: "Validate the configuration and exit.")
   var checkConfig = false
   @Option(name: .long, help: "The log level: trace, debug, info, notice, warning, error, critical (default info).")
@@ -90,9 +98,29 @@ struct ServeCommand: AsyncParsableCommand {
       return handler
     }
     let logger = Logger(label: "darkroom.serve")
+    // The shared result cache: a PostgreSQL client and the store's listener run as services
+    // beside the server (started first, so they stop last).
+    var sharedServices: [ServiceGroupConfiguration.ServiceConfiguration] = []
+    var sharedStore: PostgresResultStore?
+    if let sharedCache {
+      let location: PostgresLocation
+      do {
+        location = try PostgresLocation(sharedCache)
+        // Reached once now (a database that cannot be reached fails at start, with its cause),
+        // and its tables made or migrated before the first request.
+        try await PostgresJobQueue.withQueue(at: location, logger: logger) { _ in }
+      } catch let error as PipelineError {
+        Terminal.error("error: --shared-cache: \(error.message)")
+        throw error.code == .queueUnavailable ? ExitStatus.inUseElsewhere : ExitCode.validationFailure
+      }
+      let client = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
+      let store = PostgresResultStore(client: client, logger: logger)
+      sharedServices = [.init(service: client), .init(service: store)]
+      sharedStore = store
+    }
     let server: ImageServer
     do {
-      server = try ImageServer(configuration: settings, logger: logger)
+      server = try ImageServer(configuration: settings, logger: logger, sharedCache: sharedStore)
     } catch {
       Terminal.error("error: \(error.message)")
       throw ExitStatus.invalidPipeline
@@ -113,7 +141,7 @@ struct ServeCommand: AsyncParsableCommand {
       logger: logger
     )
     var groupConfiguration = ServiceGroupConfiguration(
-      services: [.init(service: server), .init(service: app), .init(service: DrainNotice(server: server))],
+      services: sharedServices + [.init(service: server), .init(service: app), .init(service: DrainNotice(server: server))],
       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = .milliseconds(Int(settings.shutdownGrace * 1000))
     try await ServiceGroup(configuration: groupConfiguration).run()

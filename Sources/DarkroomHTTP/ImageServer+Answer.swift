@@ -160,7 +160,10 @@ extension ImageServer {
       }
     }
     guard let key else { return try await work(PriorityTicket(.normal)) }
-    return try await renders.value(for: key, work: work)
+    guard let sharedCache, configuration.resultCache else { return try await renders.value(for: key, work: work) }
+    return try await renders.value(for: key) { ticket in
+      try await self.clusterRender(key: key, shared: sharedCache) { try await work(ticket) }
+    }
   }
 
   func ok(_ served: ServedImage, request: ImageRequest, variesOnAccept: Bool) -> ImageResponse {

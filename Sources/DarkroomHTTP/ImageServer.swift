@@ -42,11 +42,20 @@ public final class ImageServer: Sendable {
   public let connections = ConnectionWatch()
   /// Requests answered from memory by a connection's ``MemoryHitHandler`` (for tests).
   let eventLoopAnswers = Atomic<Int>(0)
+  /// The result cache shared by the cluster's instances (`--shared-cache`), behind memory and disk.
+  let sharedCache: (any SharedResultStore)?
+  /// Until when the shared cache is skipped after it could not be reached.
+  let sharedAwayUntil = Protected<ContinuousClock.Instant?>(nil)
 
   /// A server with `configuration` (checked with ``ServerConfiguration/validate()``); logs go
-  /// to `logger`.
-  public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "darkroom.serve")) throws(PipelineError) {
+  /// to `logger`. With `sharedCache`, instances share results and render each key once in the
+  /// cluster (see `SharedResultStore`).
+  public init(
+    configuration: ServerConfiguration, logger: Logger = Logger(label: "darkroom.serve"),
+    sharedCache: (any SharedResultStore)? = nil
+  ) throws(PipelineError) {
     try configuration.validate()
+    self.sharedCache = sharedCache
     try Darkroom.bootstrap()
     self.configuration = configuration
     self.logger = logger

@@ -84,7 +84,7 @@ final class ResultCache: Sendable {
     try? await disk.setEntry(entry, forKey: key, source: source)
   }
 
-  private func remember(_ served: ServedImage, key: String) {
+  func remember(_ served: ServedImage, key: String) {
     let lifetime = served.expiresAt.timeIntervalSinceNow
     guard lifetime > 0 else { return }
     memory.setValue(served, forKey: key, cost: served.image.bytes.count + key.utf8.count, lifetime: .seconds(lifetime))

@@ -22,6 +22,7 @@ public final class ServerMetrics: Sendable {
   private let misses: Counter
   private let rendersCounter: Counter
   private let bytesOut: Counter
+  private let sharedCounters: [String: Counter]
   /// The counters of the statuses seen so far (one registry lookup per status, not per request).
   private let statusCounters = Protected<[Int: Counter]>([:])
 
@@ -46,7 +47,27 @@ public final class ServerMetrics: Sendable {
     misses = registry.makeCounter(descriptor: Self.name("result_cache_misses", unit: "total", "Lookups the result cache missed."))
     rendersCounter = registry.makeCounter(descriptor: Self.name("renders", unit: "total", "Renders started (fetch and process)."))
     bytesOut = registry.makeCounter(descriptor: Self.name("http_bytes_out", unit: "total", "Response body bytes sent."))
+    var shared: [String: Counter] = [:]
+    for outcome in SharedOutcome.allCases {
+      shared[outcome.rawValue] = registry.makeCounter(
+        name: "darkroom_shared_cache_total", labels: [("outcome", outcome.rawValue)])
+    }
+    sharedCounters = shared
   }
+
+  /// What the shared result cache (`--shared-cache`) did for one render.
+  enum SharedOutcome: String, CaseIterable {
+    /// Answered from the shared cache.
+    case hit
+    /// Rendered here, holding the cluster's claim, and shared.
+    case rendered
+    /// Waited for another instance's render, then answered from the shared cache.
+    case waited
+    /// The shared cache could not be reached: rendered here alone.
+    case unavailable
+  }
+
+  func shared(_ outcome: SharedOutcome) { sharedCounters[outcome.rawValue]?.increment() }
 
   private static func name(_ metric: String, unit: String, _ help: String) -> MetricNameDescriptor {
     MetricNameDescriptor(namespace: "darkroom", metricName: metric, unitName: unit, helpText: help)

@@ -81,6 +81,26 @@ enum PostgresSchema {
         "CREATE INDEX darkroom_jobs_batch ON darkroom_jobs (batch_id, id)",
       ]
     ),
+    (
+      // The servers' shared result cache (`darkroom serve --shared-cache`).
+      3,
+      [
+        """
+        CREATE TABLE darkroom_cache (
+          key_sha256 text PRIMARY KEY,
+          format text NOT NULL,
+          width integer NOT NULL,
+          height integer NOT NULL,
+          bytes bytea NOT NULL,
+          sha256 text NOT NULL,
+          size bigint NOT NULL,
+          expires_at timestamptz NOT NULL,
+          stored_at timestamptz NOT NULL DEFAULT now()
+        )
+        """,
+        "CREATE INDEX darkroom_cache_expiry ON darkroom_cache (expires_at)",
+      ]
+    ),
   ]
 
   /// The newest version this Darkroom knows.
