@@ -80,6 +80,10 @@ struct BatchCommand: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "The folder to write the outputs into.")
     var output: String
 
+    func validate() throws {
+      guard !output.isEmpty else { throw ValidationError("--output takes a folder") }
+    }
+
     func run() async throws {
       let output = output
       let (written, bytes, damaged, status) = try await target.withBatch("results") { queue, batch in
@@ -137,9 +141,9 @@ struct BatchDownload: Sendable {
     var bytes = 0
     var damaged = 0
     var page: [JobRecord] = []
-    // Jobs enqueued by separate commands into one batch were named apart only within each
-    // command: a name met twice is reported, never written over the first job's file. (Kept as
-    // 64-bit keys of the lowercased names: a million outputs in 16 MB.)
+    // Two jobs never make one file (the queue names them apart when they are enqueued); should a
+    // changed table say otherwise, the second is reported, never written over the first.
+    // (Kept as 64-bit keys of the names: a million outputs in 16 MB.)
     var names = self.written
     func flush() async throws {
       let results = try await queue.results(of: page.map(\.id))
@@ -150,16 +154,22 @@ struct BatchDownload: Sendable {
           damaged += 1
         case .success(let outputs):
           for result in outputs {
-            guard names.insert(OutputPattern.key(result.name.lowercased())).inserted else {
+            guard names.insert(OutputPattern.key(result.name)).inserted else {
               Terminal.error(
                 "damaged: \(Terminal.printable(job.source)): another job of the batch also makes "
-                  + "\(Terminal.printable(result.name)); enqueue such inputs together (or in batches of their own)")
+                  + "\(Terminal.printable(result.name))")
               damaged += 1
               continue
             }
-            try await Self.write(result, into: output)
-            written += 1
-            bytes += result.bytes.count
+            do {
+              try await Self.write(result, into: output)
+              written += 1
+              bytes += result.bytes.count
+            } catch let error as PipelineError where error.code != .cancelled {
+              // One file that cannot be written does not stop the others.
+              Terminal.error("failed: \(Terminal.printable(job.source)): \(Terminal.printable(error.message))")
+              damaged += 1
+            }
           }
         }
       }
@@ -174,11 +184,14 @@ struct BatchDownload: Sendable {
     return (written, bytes, damaged, status)
   }
 
-  /// Writes one result beneath `folder` (its name may hold subfolders, never `..` or an absolute path).
+  /// Writes one result beneath `folder` (its name may hold subfolders, never `..` or an absolute
+  /// path), replacing a file of that name only when the result may (`writeFailed` otherwise).
   static func write(_ result: JobResult, into folder: String) async throws {
     try await BlockingPool.shared.run {
       do {
-        try AtomicFile.write(ImageBytes(result.bytes), named: result.name, in: folder)
+        try AtomicFile.write(ImageBytes(result.bytes), named: result.name, in: folder, overwrite: result.overwrite)
+      } catch let error as NSError where !result.overwrite && error.domain == NSPOSIXErrorDomain && error.code == Int(EEXIST) {
+        throw PipelineError(.writeFailed, "\(folder)/\(result.name) exists and overwrite is off")
       } catch {
         throw PipelineError(.writeFailed, "cannot write \(folder)/\(result.name): \(error.localizedDescription)")
       }

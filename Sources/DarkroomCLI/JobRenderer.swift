@@ -1,5 +1,6 @@
 import Darkroom
 import DarkroomCore
+import DarkroomPostgres
 import Foundation
 
 /// Runs one queued job in this process: builds its batch's pipeline (once per batch), runs every
@@ -17,6 +18,10 @@ final class JobRenderer: Sendable {
     var collector: ResultCollector
   }
 
+  /// Jobs of one source (spelled alike or not) take turns: run at once, the loader would share
+  /// their work and only the first would collect the outputs.
+  private let turns = Turns()
+
   /// Each batch's pipelines, built once, or why they cannot be.
   private let built = Protected<[UUID: Result<Built, PipelineError>]>([:])
 
@@ -30,10 +35,16 @@ final class JobRenderer: Sendable {
     if let known = built.withLock({ $0[lease.batch] }) { return try known.get() }
     let made: Result<Built, PipelineError>
     do throws(PipelineError) {
+      guard !lease.pipeline.isEmpty else {
+        throw PipelineError(
+          .invalidDefinition,
+          "the queue holds no pipeline for batch \(lease.batch), or one over \(PostgresJobQueue.maxPipelineBytes) bytes")
+      }
       let collector = ResultCollector()
       var context = context
       context.outputDirectory = "."
       context.resultCollector = collector
+      context.confinesFiles = true
       let set = try PipelineDefinition.loadSet(
         json: lease.pipeline, registry: Darkroom.standardRegistry, context: context, defaultName: lease.pipelineName)
       var variants: [BatchRunner.Variant] = []
@@ -62,6 +73,9 @@ final class JobRenderer: Sendable {
     let variants = built.variants
     var source = ImageSource(lease.source)
     if !lease.name.isEmpty { source.name = lease.name }
+    let turn = lease.batch.uuidString + "\u{1F}" + source.requestIdentity
+    await turns.take(turn)
+    defer { turns.give(turn) }
     let members = variants.count > 1 ? Cohort.members(variants.count) : []
     defer { for member in members { member.checkIn() } }
     let operations = variants.enumerated().map { index, variant in
@@ -80,5 +94,39 @@ final class JobRenderer: Sendable {
     let results = built.collector.take(for: source)
     if let failure { throw failure }
     return results
+  }
+}
+
+/// One turn at a time per key: ``take(_:)`` waits while another holds the key's turn, in the order
+/// they asked, and ``give(_:)`` hands it on.
+final class Turns: Sendable {
+  /// Keys whose turn is held, with those waiting for it.
+  private let held = Protected<[String: [CheckedContinuation<Void, Never>]]>([:])
+
+  func take(_ key: String) async {
+    await withCheckedContinuation { continuation in
+      let now = held.withLock { held -> Bool in
+        guard held[key] != nil else {
+          held[key] = []
+          return true
+        }
+        held[key, default: []].append(continuation)
+        return false
+      }
+      if now { continuation.resume() }
+    }
+  }
+
+  func give(_ key: String) {
+    let next = held.withLock { held -> CheckedContinuation<Void, Never>? in
+      guard var waiting = held[key], !waiting.isEmpty else {
+        held[key] = nil
+        return nil
+      }
+      let next = waiting.removeFirst()
+      held[key] = waiting
+      return next
+    }
+    next?.resume()
   }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Darkroom
 import DarkroomCore
+import DarkroomPostgres
 import Foundation
 
 /// What `darkroom enqueue` and `darkroom run --queue` put in the queue: the pipeline file's text
@@ -10,14 +11,23 @@ struct QueuePlan {
   var pipelineText: String
   var pipelineName: String
   var jobs: [JobSource]
+  /// Each local file's version (its real path, size, time and inode) or "missing": a file
+  /// changed, or made since, makes another batch, so that a batch run again is never stale.
+  var versions: [String]
   /// Inputs that could not be taken (a missing file, a malformed URL), already reported.
   var problems: Int
 
-  /// The batch name used when none is given: the pipeline's name and a digest of the pipeline
-  /// and its sources, so that the same command names the same batch (and does nothing new).
+  /// The batch name used when none is given: the pipeline's name and a digest of the pipeline,
+  /// its sources and their files' versions, so that the same command on the same files names the
+  /// same batch (and does nothing new), and a changed file a new one.
   var defaultBatchName: String {
-    let sources = jobs.map(\.source).sorted().joined(separator: "\n")
-    return pipelineName.prefix(100) + "-" + RequestDigest.hex(pipelineText + "\u{0}" + sources, bytes: 8)
+    let sources = zip(jobs.map(\.source), versions).map { $0 + "\u{1F}" + $1 }.sorted().joined(separator: "\n")
+    var prefix = ""
+    for character in pipelineName {
+      guard prefix.utf8.count + character.utf8.count <= 100 else { break }
+      prefix.append(character)
+    }
+    return prefix + "-" + RequestDigest.hex(pipelineText + "\u{0}" + sources, bytes: 8)
   }
 
   /// Reads and checks the pipeline file (nothing is opened: cache stores stay closed), lists
@@ -32,7 +42,10 @@ struct QueuePlan {
       Terminal.error("error: invalid pipeline: \(error.message)")
       throw ExitStatus.invalidPipeline
     }
-    let set = try PipelineFile.load(path, context: StageBuildContext(outputDirectory: output, validatingOnly: true))
+    // Checked as the workers will build it: confined to their folders.
+    var context = StageBuildContext(outputDirectory: output, validatingOnly: true)
+    context.confinesFiles = true
+    let set = try PipelineFile.load(path, context: context)
     let listed = try await input.listed(signals: signals)
     let expanded = InputExpander(recursive: input.recursive).expand(input.inputs + listed)
     for problem in expanded.problems { Terminal.error("failed: \(Terminal.printable(problem.input)): \(problem.message)") }
@@ -40,15 +53,30 @@ struct QueuePlan {
     let graphs = try RunCommand.finalGraphs(set, output: output, noFusion: noFusion, claims: nil)
     let (distinct, _) = OutputNaming.distinct(expanded.sources)
     var jobs: [JobSource] = []
+    var files: [ImageSource?] = []
     for source in OutputNaming.disambiguated(distinct, patterns: OutputPattern.all(in: graphs)) {
+      let queued: String
       switch source.location {
-      case .file(let file): jobs.append(JobSource(ImageSource.absolute(file), name: source.name))
-      case .url(let url): jobs.append(JobSource(url.absoluteString, name: source.name))
+      case .file(let file): queued = ImageSource.absolute(file)
+      case .url(let url): queued = url.absoluteString
       case .malformed:
         Terminal.error("failed: \(Terminal.printable(source.description)): not a path or URL a worker can open")
         problems += 1
+        continue
       }
+      guard queued.utf8.count <= PostgresJobQueue.maxSourceBytes, !queued.contains("\0") else {
+        Terminal.error(
+          "failed: \(Terminal.printable(source.description)): a queued source is at most \(PostgresJobQueue.maxSourceBytes) "
+            + "bytes (\(queued.utf8.count) here); give such an image as a file")
+        problems += 1
+        continue
+      }
+      jobs.append(JobSource(queued, name: source.name))
+      if case .file = source.location { files.append(source) } else { files.append(nil) }
     }
-    return QueuePlan(pipelineText: text, pipelineName: stem.isEmpty ? "pipeline" : stem, jobs: jobs, problems: problems)
+    let local = files
+    let versions = try await BlockingPool.shared.run { local.map { $0.map { CacheKey.identity(of: $0) ?? "missing" } ?? "" } }
+    return QueuePlan(
+      pipelineText: text, pipelineName: stem.isEmpty ? "pipeline" : stem, jobs: jobs, versions: versions, problems: problems)
   }
 }

@@ -35,6 +35,11 @@ struct QueueWorker: Sendable {
     var name: String
     /// How long to wait before asking again when the queue has nothing to claim.
     var idlePoll: Duration = .milliseconds(200)
+    /// Whether each failed attempt is said on stderr (`run --queue` lists the dead jobs at the end instead).
+    var reportsFailures = true
+    /// Stop when claims have failed for this long without a success (`nil`: keep trying, as a
+    /// service does).
+    var giveUpAfter: Duration?
   }
 
   /// What the worker did.
@@ -45,6 +50,8 @@ struct QueueWorker: Sendable {
     var lost = 0
     /// Jobs given back to the queue by a stopping signal.
     var released = 0
+    /// Why the worker stopped before it was done: the queue failed for longer than `giveUpAfter`.
+    var gaveUp: PipelineError?
   }
 
   let queue: any JobQueue
@@ -63,6 +70,7 @@ struct QueueWorker: Sendable {
       await withTaskGroup(of: Bool.self) { group in
         var running = 0
         var backoff: Duration = .zero
+        var failingSince: ContinuousClock.Instant?
         func pause(_ duration: Duration) async {
           group.addTask {
             try? await Task.sleep(for: duration)
@@ -84,7 +92,14 @@ struct QueueWorker: Sendable {
               maxAttempts: settings.maxAttempts, batch: settings.batch)
             if backoff != .zero { Terminal.error("darkroom worker: the queue answers again") }
             backoff = .zero
+            failingSince = nil
           } catch {
+            let since = failingSince ?? ContinuousClock.now
+            failingSince = since
+            if let limit = settings.giveUpAfter, ContinuousClock.now - since >= limit {
+              report.withLock { $0.gaveUp = error }
+              break
+            }
             backoff = backoff == .zero ? .milliseconds(100) : min(backoff * 2, .seconds(5))
             Terminal.error("darkroom worker: cannot claim jobs (\(error.message)); trying again in \(backoff)")
             await pause(backoff)
@@ -140,32 +155,59 @@ struct QueueWorker: Sendable {
       report.withLock { $0.lost += 1 }
       return
     }
+    // The job is ended with the queue even when a second signal cancelled this worker: outside
+    // the cancelled task, so that a result made is committed and a job cut short is given back.
+    let cancelled = signals?.cancelRequested ?? false
+    await Task.detached { [self] in
+      await end(lease, with: rendered, keeper: keeper, report: report, cancelled: cancelled)
+    }.value
+  }
+
+  /// Commits the job's results, records its failure, or gives it back.
+  private func end(
+    _ lease: JobLease, with rendered: Result<[JobResult], PipelineError>, keeper: LeaseKeeper, report: Protected<Report>,
+    cancelled: Bool
+  ) async {
     switch rendered {
     case .success(let results):
-      let stored = await retrying(keeper) { () async throws(PipelineError) in try await queue.complete(lease, with: results) }
-      report.withLock { stored == true ? ($0.done += 1) : ($0.lost += 1) }
-      if stored == true { await committed?(lease, results) }
-    case .failure(let error) where error.code == .cancelled && (signals?.cancelRequested ?? false):
+      switch await retrying(keeper, { () async throws(PipelineError) in try await queue.complete(lease, with: results) }) {
+      case .success(true):
+        report.withLock { $0.done += 1 }
+        await committed?(lease, results)
+      case .success(false):
+        report.withLock { $0.lost += 1 }  // fenced: another worker holds the job now
+      case .failure(let error) where error.code == .queueUnavailable:
+        report.withLock { $0.lost += 1 }  // the lease ran out while the database was away
+      case .failure(let error):
+        // The results cannot be stored (too large without a shared folder, a shared folder that
+        // cannot be written): the job fails with that error, like a failed render.
+        await end(lease, with: .failure(error), keeper: keeper, report: report, cancelled: cancelled)
+      }
+    case .failure(let error) where error.code == .cancelled && cancelled:
       let released = (try? await queue.release(lease)) ?? false
       report.withLock { $0.released += released ? 1 : 0 }
     case .failure(let error):
-      Terminal.error("failed: \(Terminal.printable(lease.source)): \(error.code): \(Terminal.printable(error.message))")
+      if settings.reportsFailures {
+        Terminal.error("failed: \(Terminal.printable(lease.source)): \(error.code): \(Terminal.printable(error.message))")
+      }
       let state = await retrying(keeper) { () async throws(PipelineError) in
         try await queue.fail(lease, with: error, maxAttempts: settings.maxAttempts)
       }
-      report.withLock { state == nil ? ($0.lost += 1) : ($0.failed += 1) }
+      report.withLock { (try? state.get()) == nil ? ($0.lost += 1) : ($0.failed += 1) }
     }
   }
 
   /// Calls `body` until it answers, backing off while the queue is out of reach, for as long as
-  /// the lease may still be ours; `nil` when it never answered in that time.
-  private func retrying<T: Sendable>(_ keeper: LeaseKeeper, _ body: () async throws(PipelineError) -> T) async -> T? {
+  /// the lease may still be ours; its error when it failed otherwise, or never answered in time.
+  private func retrying<T: Sendable>(_ keeper: LeaseKeeper, _ body: () async throws(PipelineError) -> T) async
+    -> Result<T, PipelineError>
+  {
     var pause: Duration = .milliseconds(100)
     while true {
       do throws(PipelineError) {
-        return try await body()
+        return .success(try await body())
       } catch {
-        guard error.code == .queueUnavailable, Date() < keeper.expiry else { return nil }
+        guard error.code == .queueUnavailable, Date() < keeper.expiry else { return .failure(error) }
         try? await Task.sleep(for: pause)
         pause = min(pause * 2, .seconds(5))
       }

@@ -30,7 +30,10 @@ extension RunCommand {
     let resources = PipelineResources()
     let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, resources: resources)
     let renderer = JobRenderer(context: context, noFusion: noFusion)
-    let settings = workerOptions.settings(batch: enqueued.id)
+    var workerSettings = workerOptions.settings(batch: enqueued.id)
+    workerSettings.reportsFailures = false  // the dead jobs are listed once, at the end
+    workerSettings.giveUpAfter = .seconds(120)  // a queue that stays away ends the run (exit 75)
+    let settings = workerSettings
     let loader = workerOptions.loader()
     let output = output
     // This process writes the outputs of the jobs it completes at once, as `darkroom run` does;
@@ -39,21 +42,25 @@ extension RunCommand {
     let outcome = try await queue.withQueue("run") { queue in
       var worker = QueueWorker(queue: queue, renderer: renderer, loader: loader, settings: settings)
       worker.committed = { lease, results in
-        do {
-          for result in results { try await BatchDownload.write(result, into: output) }
-          local.withLock { local in
-            local.jobs.insert(lease.job)
-            for result in results { local.names.insert(OutputPattern.key(result.name.lowercased())) }
+        var failed = 0
+        for result in results {
+          do {
+            try await BatchDownload.write(result, into: output)
+          } catch {
+            Terminal.error("failed: \(Terminal.printable(lease.source)): \((error as? PipelineError)?.message ?? "\(error)")")
+            failed += 1
           }
-        } catch {
-          Terminal.error("failed: \(Terminal.printable(lease.source)): \(error)")
-          local.withLock { $0.failed += 1 }
+        }
+        local.withLock { local in
+          local.jobs.insert(lease.job)
+          for result in results { local.names.insert(OutputPattern.key(result.name)) }
+          local.failed += failed
         }
       }
       let report = await worker.run(signals: signals) {
         (try? await queue.status(of: enqueued.id).isFinished) ?? false
       }
-      if signals.stopRequested { return (report, nil as (Int, Int, Int, BatchStatus)?) }
+      if signals.stopRequested || report.gaveUp != nil { return (report, nil as (Int, Int, Int, BatchStatus)?) }
       try await forEachJob(of: enqueued.id, states: [.dead], in: queue) { job in
         Terminal.error(
           "failed: \(Terminal.printable(job.source)): \(job.errorCode ?? "?"): \(Terminal.printable(job.error ?? ""))")
@@ -66,6 +73,10 @@ extension RunCommand {
     await resources.close()
     let (report, download) = outcome
     let elapsed = (ContinuousClock.now - started).milliseconds / 1000
+    if let error = report.gaveUp {
+      Terminal.error("error: \(error.message); the batch's jobs stay queued (batch \(enqueued.id))")
+      throw ExitStatus.inUseElsewhere
+    }
     guard let (written, _, damaged, status) = download else {
       if !quiet {
         Terminal.error("stopped: this process did \(report.done) of batch \(enqueued.id)'s \(total) jobs; the rest stay queued")

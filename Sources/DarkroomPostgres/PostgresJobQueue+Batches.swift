@@ -11,7 +11,9 @@ extension PostgresJobQueue {
     let found: UUID? = try await database("find a batch") {
       var found: UUID?
       for try await row in try await self.client.query(
-        "SELECT id FROM darkroom_batches WHERE id = \(id) OR (\(id)::uuid IS NULL AND name = \(name))", logger: logger
+        // An id first; a name that reads as an id is found as a name when no batch has that id.
+        "SELECT id FROM darkroom_batches WHERE id = \(id) OR name = \(name) ORDER BY (id = \(id)) DESC NULLS LAST LIMIT 1",
+        logger: logger
       ).decode(UUID.self) {
         found = row
       }
@@ -45,29 +47,92 @@ extension PostgresJobQueue {
     }
   }
 
+  /// Reads results in rounds of at most this many bytes: what a table holds decides how much is
+  /// read at once only up to this bound.
+  static let resultRoundBytes = 64 << 20
+
   public func results(of jobs: [Int64]) async throws(PipelineError) -> [Int64: Result<[JobResult], PipelineError>] {
     guard jobs.count <= 100 else { throw PipelineError(.invalidInput, "results are read for at most 100 jobs at a time") }
     guard !jobs.isEmpty else { return [:] }
     let logger = logger
-    let rows: [(Int64, String, ByteBuffer?, String, Int64)] = try await database("read results") {
-      var rows: [(Int64, String, ByteBuffer?, String, Int64)] = []
+    let limit = ResultStorage.maxStoredBytesLimit
+    // First what the rows say and how long their bytes really are, without the bytes.
+    typealias Row = (job: Int64, name: String, digest: String, size: Int64, keep: Bool, shared: Bool, length: Int64)
+    let (rows, expected): ([Row], [Int64: Int]) = try await database("read results") {
+      var rows: [Row] = []
       for try await row in try await self.client.query(
-        "SELECT job_id, name, bytes, sha256, size FROM darkroom_results WHERE job_id = ANY(\(jobs)) ORDER BY job_id, name",
-        logger: logger
-      ).decode((Int64, String, ByteBuffer?, String, Int64).self) {
+        """
+        SELECT job_id, name, sha256, size, keep_existing, bytes IS NULL, coalesce(octet_length(bytes), 0)::bigint
+        FROM darkroom_results WHERE job_id = ANY(\(jobs)) ORDER BY job_id, name LIMIT 10001
+        """, logger: logger
+      ).decode((Int64, String, String, Int64, Bool, Bool, Int64).self) {
         rows.append(row)
       }
-      return rows
+      var expected: [Int64: Int] = [:]
+      for try await (job, count) in try await self.client.query(
+        "SELECT id, result_count FROM darkroom_jobs WHERE id = ANY(\(jobs)) AND result_count IS NOT NULL", logger: logger
+      ).decode((Int64, Int).self) {
+        expected[job] = count
+      }
+      return (rows, expected)
+    }
+    guard rows.count <= 10_000 else {
+      throw PipelineError(.cacheCorrupt, "the queue holds more than 10,000 results for 100 jobs: its tables were changed")
     }
     var results: [Int64: Result<[JobResult], PipelineError>] = [:]
-    for (job, name, bytes, digest, size) in rows {
-      if case .failure = results[job] { continue }
-      do throws(PipelineError) {
-        let result = try await storage.load(name: name, bytes: bytes, digest: digest, size: size, job: job)
-        results[job] = .success(((try? results[job]?.get()) ?? []) + [result])
-      } catch {
-        if error.code == .cancelled { throw error }
-        results[job] = .failure(error)
+    func damage(_ job: Int64, _ message: String) { results[job] = .failure(PipelineError(.cacheCorrupt, message)) }
+    var wanted: [Row] = []
+    for row in rows {
+      if row.shared || (row.length == row.size && row.size <= Int64(limit)) {
+        wanted.append(row)
+      } else {
+        damage(row.job, "the stored result \(row.name) of job \(row.job) is \(row.length) bytes, not its recorded \(row.size)")
+      }
+    }
+    // Then the bytes, a round of at most resultRoundBytes at a time.
+    var start = 0
+    while start < wanted.count {
+      var end = start
+      var bytes: Int64 = 0
+      while end < wanted.count, end == start || bytes + wanted[end].length <= Int64(Self.resultRoundBytes) {
+        bytes += wanted[end].length
+        end += 1
+      }
+      let round = Array(wanted[start..<end])
+      start = end
+      let ids = round.map(\.job)
+      let names = round.map(\.name)
+      let fetched: [String: ByteBuffer] = try await database("read results") {
+        var fetched: [String: ByteBuffer] = [:]
+        for try await (job, name, buffer) in try await self.client.query(
+          """
+          SELECT r.job_id, r.name, r.bytes FROM darkroom_results r
+          JOIN unnest(\(ids)::bigint[], \(names)::text[]) AS w (job_id, name) ON r.job_id = w.job_id AND r.name = w.name
+          WHERE r.bytes IS NOT NULL AND octet_length(r.bytes) <= \(Int64(limit))
+          """, logger: logger
+        ).decode((Int64, String, ByteBuffer).self) {
+          fetched["\(job)/\(name)"] = buffer
+        }
+        return fetched
+      }
+      for row in round {
+        if case .failure = results[row.job] { continue }
+        do throws(PipelineError) {
+          let result = try await storage.load(
+            name: row.name, bytes: row.shared ? nil : fetched["\(row.job)/\(row.name)"] ?? ByteBuffer(), digest: row.digest,
+            size: row.size, job: row.job, overwrite: !row.keep)
+          results[row.job] = .success(((try? results[row.job]?.get()) ?? []) + [result])
+        } catch {
+          if error.code == .cancelled { throw error }
+          results[row.job] = .failure(error)
+        }
+      }
+    }
+    // A done job holds as many results as it stored.
+    for (job, count) in expected {
+      let found = rows.reduce(0) { $0 + ($1.job == job ? 1 : 0) }
+      if found != count, case .success = results[job] ?? .success([]) {
+        damage(job, "job \(job) stored \(count) result\(count == 1 ? "" : "s"); the queue holds \(found)")
       }
     }
     return results

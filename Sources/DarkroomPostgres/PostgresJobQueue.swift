@@ -29,8 +29,15 @@ public final class PostgresJobQueue: JobQueue {
   public static let maxSourceBytes = 8_192
   /// Batch names of at most this many bytes.
   public static let maxNameBytes = 200
+  /// Pipeline names (a pipeline file's name without its extension) of at most this many bytes.
+  public static let maxPipelineNameBytes = 255
   /// Pipelines of at most this many bytes of JSON.
   public static let maxPipelineBytes = 1 << 20
+  /// When a running job's lease is over: expired, missing, or further away than any lease can
+  /// be (a lease is at most a day: a later expiry is not one this queue wrote).
+  static let leaseOver =
+    "(lease_expires_at IS NULL OR lease_expires_at < now() OR lease_expires_at > now() + interval '1 day 1 hour')"
+
   /// How many batches' pipelines a queue keeps after reading them.
   static let cachedPipelines = 64
   /// How long one call may wait for the database (a connection, a query, a commit) before it
@@ -92,8 +99,8 @@ public final class PostgresJobQueue: JobQueue {
       throw PipelineError(
         .invalidInput, "an output name is at most \(Self.maxNameBytes * 2) bytes, without NUL: \(bad.name.prefix(80))")
     }
-    guard !pipelineName.isEmpty, pipelineName.utf8.count <= Self.maxNameBytes, !pipelineName.contains("\0") else {
-      throw PipelineError(.invalidInput, "a pipeline name is 1 to \(Self.maxNameBytes) bytes, without NUL")
+    guard !pipelineName.isEmpty, pipelineName.utf8.count <= Self.maxPipelineNameBytes, !pipelineName.contains("\0") else {
+      throw PipelineError(.invalidInput, "a pipeline name is 1 to \(Self.maxPipelineNameBytes) bytes, without NUL")
     }
     guard !pipeline.contains("\0"), pipeline.utf8.count <= Self.maxPipelineBytes else {
       throw PipelineError(.invalidInput, "a queued pipeline is at most \(Self.maxPipelineBytes) bytes, without NUL")
@@ -120,14 +127,18 @@ public final class PostgresJobQueue: JobQueue {
           throw PipelineError(
             .invalidInput, "the batch \(batch) was enqueued with another pipeline; give this one another --batch name")
         }
+        // Enqueues into one batch wait for each other here, so that the names below stay unique.
+        try await connection.query("SELECT id FROM darkroom_batches WHERE id = \(id) FOR UPDATE", logger: logger)
         var added = 0
         // Sources in slices, so that one statement's parameters stay bounded.
         for start in stride(from: 0, to: sources.count, by: 1_000) {
           let slice = Array(sources[start..<min(start + 1_000, sources.count)])
-          let names = jobs[start..<min(start + 1_000, jobs.count)].map(\.name)
           // Unique by the SHA-256 of the source: an index on the text itself would limit it to
           // the index's row size (2,704 bytes), far under a long URL.
           let keys = slice.map(Self.sourceKey)
+          let names = try await Self.uniqueNames(
+            jobs[start..<min(start + 1_000, jobs.count)].map(\.name), sources: slice, keys: keys, batch: id, on: connection,
+            logger: logger)
           for try await _ in try await connection.query(
             """
             INSERT INTO darkroom_jobs (batch_id, source, source_key, name)
@@ -159,19 +170,21 @@ public final class PostgresJobQueue: JobQueue {
           UPDATE darkroom_jobs SET state = 'dead', lease_expires_at = NULL, last_error_code = 'timedOut',
             last_error = 'its lease expired on attempt ' || attempts || ': the worker stopped while it ran', updated_at = now()
           WHERE id IN (
-            SELECT id FROM darkroom_jobs WHERE state = 'running' AND lease_expires_at < now() AND attempts >= \(maxAttempts)
+            SELECT id FROM darkroom_jobs WHERE state = 'running' AND \(unescaped: Self.leaseOver) AND attempts >= \(maxAttempts)
             FOR UPDATE SKIP LOCKED)
           RETURNING id, attempts, worker, lease_token
         ), buried AS (
           INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token, detail)
-          SELECT id, 'dead', worker, attempts, lease_token, 'lease expired' FROM exhausted
+          SELECT id, 'dead', coalesce(worker, ''), attempts, lease_token, 'lease expired' FROM exhausted
         ), picked AS (
           SELECT id FROM darkroom_jobs
-          WHERE (state = 'queued' OR (state = 'running' AND lease_expires_at < now() AND attempts < \(maxAttempts)))
+          WHERE (state = 'queued' OR (state = 'running' AND \(unescaped: Self.leaseOver) AND attempts < \(maxAttempts)))
             AND (\(only)::uuid IS NULL OR batch_id = \(only))
           ORDER BY id FOR UPDATE SKIP LOCKED LIMIT \(limit)
         ), claimed AS (
-          UPDATE darkroom_jobs j SET state = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid(),
+          -- Attempts as stored are not trusted: counted from 0 to 1,000,000, never overflowing.
+          UPDATE darkroom_jobs j SET state = 'running', attempts = least(greatest(j.attempts, 0), 1000000) + 1,
+            lease_token = gen_random_uuid(),
             lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds)), worker = \(worker), updated_at = now()
           FROM picked WHERE j.id = picked.id
           RETURNING j.id, j.batch_id, j.source, j.attempts, j.lease_token, j.lease_expires_at, j.name
@@ -187,7 +200,12 @@ public final class PostgresJobQueue: JobQueue {
       let unknown = Array(Set(claimed.map(\.1)).filter { known[$0] == nil })
       if !unknown.isEmpty {
         for try await (id, pipeline, name) in try await self.client.query(
-          "SELECT id, pipeline, pipeline_name FROM darkroom_batches WHERE id = ANY(\(unknown))", logger: logger
+          // Bounded as enqueue bounds them: a pipeline grown in the table is read as none.
+          """
+          SELECT id, CASE WHEN octet_length(pipeline) <= \(Self.maxPipelineBytes) THEN pipeline ELSE '' END,
+            left(pipeline_name, 255)
+          FROM darkroom_batches WHERE id = ANY(\(unknown))
+          """, logger: logger
         ).decode((UUID, String, String).self) {
           self.pipelines.withLock { cache in
             if cache.count >= Self.cachedPipelines { cache.removeAll() }  // bounded: pipelines are up to 1 MiB each
@@ -231,6 +249,7 @@ public final class PostgresJobQueue: JobQueue {
     let shared = stored.map { $0.bytes == nil }
     let digests = stored.map(\.digest)
     let sizes = stored.map(\.size)
+    let keep = stored.map { !$0.overwrite }
     return try await database("store a result") {
       // The usual case in one statement (one round trip): the job marked done under this lease,
       // its results and its ledger row, or nothing at all.
@@ -238,13 +257,14 @@ public final class PostgresJobQueue: JobQueue {
       for try await _ in try await self.client.query(
         """
         WITH done AS (
-          UPDATE darkroom_jobs SET state = 'done', lease_expires_at = NULL, updated_at = now()
+          UPDATE darkroom_jobs SET state = 'done', lease_expires_at = NULL, updated_at = now(),
+            result_count = \(stored.count)
           WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
         ), stored AS (
-          INSERT INTO darkroom_results (job_id, name, bytes, sha256, size)
-          SELECT done.id, r.name, CASE WHEN r.shared THEN NULL ELSE r.bytes END, r.sha256, r.size
-          FROM done, unnest(\(names)::text[], \(bytes)::bytea[], \(shared)::boolean[], \(digests)::text[], \(sizes)::bigint[])
-            AS r (name, bytes, shared, sha256, size)
+          INSERT INTO darkroom_results (job_id, name, bytes, sha256, size, keep_existing)
+          SELECT done.id, r.name, CASE WHEN r.shared THEN NULL ELSE r.bytes END, r.sha256, r.size, r.keep
+          FROM done, unnest(\(names)::text[], \(bytes)::bytea[], \(shared)::boolean[], \(digests)::text[], \(sizes)::bigint[],
+            \(keep)::boolean[]) AS r (name, bytes, shared, sha256, size, keep)
         ), logged AS (
           INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
           SELECT id, 'done', \(worker), \(lease.attempt), \(lease.token) FROM done
@@ -387,6 +407,46 @@ public final class PostgresJobQueue: JobQueue {
       SELECT \(lease.job), \(event), \(worker), \(lease.attempt), \(lease.token), \(detail)
       WHERE EXISTS (SELECT 1 FROM darkroom_jobs WHERE id = \(lease.job))
       """, logger: logger)
+  }
+
+  /// Output names for new sources (`{name}`), unique in the batch without regard to case, so
+  /// that two jobs never make one file: an empty name is the source's own base name, and a name
+  /// another source of the batch has (enqueued before, or earlier in this call) gets the first 8
+  /// hex digits of the source's SHA-256 added (all 64 should that still meet one). Sources
+  /// already in the batch keep theirs (their rows are not touched).
+  static func uniqueNames(
+    _ names: [String], sources: [String], keys: [String], batch: UUID, on connection: PostgresConnection, logger: Logger
+  ) async throws -> [String] {
+    // A name made from a source is cut to what a file name can hold (a URL's last part can be long).
+    var names = zip(names, sources).map { name, source in
+      name.isEmpty ? ImageSource(source).name.storable(maxBytes: maxPipelineNameBytes) : name
+    }
+    var known = Set<String>()
+    for try await key in try await connection.query(
+      "SELECT source_key FROM darkroom_jobs WHERE batch_id = \(batch) AND source_key = ANY(\(keys))", logger: logger
+    ).decode(String.self) {
+      known.insert(key)
+    }
+    for digits in [8, 64] {
+      let lowered = names.map { $0.lowercased() }
+      var taken = Set<String>()
+      for try await name in try await connection.query(
+        "SELECT lower(name) FROM darkroom_jobs WHERE batch_id = \(batch) AND lower(name) = ANY(\(lowered))", logger: logger
+      ).decode(String.self) {
+        taken.insert(name)
+      }
+      var clashes = 0
+      for index in names.indices where !known.contains(keys[index]) {
+        let name = lowered[index]
+        if taken.contains(name) {
+          names[index] = names[index].storable(maxBytes: maxNameBytes * 2 - 65) + "-" + keys[index].prefix(digits)
+          clashes += 1
+        }
+        taken.insert(names[index].lowercased())
+      }
+      if clashes == 0 { break }
+    }
+    return names
   }
 
   /// The key a source is unique by in its batch: the hex SHA-256 of its UTF-8.

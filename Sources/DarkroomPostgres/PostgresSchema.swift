@@ -99,6 +99,11 @@ enum PostgresSchema {
         )
         """,
         "CREATE INDEX darkroom_cache_expiry ON darkroom_cache (expires_at)",
+        // Outputs that must not replace a file, and how many results a done job stored (a row
+        // missing later is told apart from a job that made none).
+        "ALTER TABLE darkroom_results ADD COLUMN keep_existing boolean NOT NULL DEFAULT false",
+        "ALTER TABLE darkroom_jobs ADD COLUMN result_count integer",
+        "CREATE INDEX darkroom_jobs_name ON darkroom_jobs (batch_id, lower(name))",
       ]
     ),
   ]

@@ -35,6 +35,7 @@ public struct ResultStorage: Sendable, Hashable {
     var bytes: [UInt8]?
     var digest: String
     var size: Int64
+    var overwrite = true
   }
 
   /// Each result checked (names distinct once stored) and placed: large ones are written to the
@@ -49,7 +50,9 @@ public struct ResultStorage: Sendable, Hashable {
       }
       guard result.bytes.count > maxStoredBytes else {
         placed.append(
-          Placed(name: name, bytes: result.bytes, digest: RequestDigest.hex(of: result.bytes), size: Int64(result.bytes.count)))
+          Placed(
+            name: name, bytes: result.bytes, digest: RequestDigest.hex(of: result.bytes), size: Int64(result.bytes.count),
+            overwrite: result.overwrite))
         continue
       }
       guard let sharedFolder else {
@@ -66,14 +69,14 @@ public struct ResultStorage: Sendable, Hashable {
       } catch {
         throw error as? PipelineError ?? PipelineError(.cancelled, "cancelled while a result was written")
       }
-      placed.append(Placed(name: name, bytes: nil, digest: digest, size: Int64(bytes.count)))
+      placed.append(Placed(name: name, bytes: nil, digest: digest, size: Int64(bytes.count), overwrite: result.overwrite))
     }
     return placed
   }
 
   /// A stored result read back and checked: from its row's bytes, or from the shared folder.
-  func load(name: String, bytes buffer: ByteBuffer?, digest: String, size: Int64, job: Int64) async throws(PipelineError)
-    -> JobResult
+  func load(name: String, bytes buffer: ByteBuffer?, digest: String, size: Int64, job: Int64, overwrite: Bool = true)
+    async throws(PipelineError) -> JobResult
   {
     guard let buffer else {
       guard let sharedFolder else {
@@ -84,7 +87,8 @@ public struct ResultStorage: Sendable, Hashable {
       guard let expected = Int(exactly: size) else { throw PipelineError(.cacheCorrupt, "job \(job)'s result has a bad size") }
       do {
         return JobResult(
-          bytes: try await BlockingPool.shared.run { try folder.read(digest, expectedBytes: expected) }, name: name)
+          bytes: try await BlockingPool.shared.run { try folder.read(digest, expectedBytes: expected) }, name: name,
+          overwrite: overwrite)
       } catch {
         throw error as? PipelineError ?? PipelineError(.cancelled, "cancelled while a result was read")
       }
@@ -93,6 +97,6 @@ public struct ResultStorage: Sendable, Hashable {
     guard Int64(bytes.count) == size, RequestDigest.hex(of: bytes) == digest else {
       throw PipelineError(.cacheCorrupt, "the stored result \(name) of job \(job) does not match its checksum")
     }
-    return JobResult(bytes: bytes, name: name)
+    return JobResult(bytes: bytes, name: name, overwrite: overwrite)
   }
 }

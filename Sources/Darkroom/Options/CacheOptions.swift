@@ -99,6 +99,14 @@ package struct CacheOptions: StageOptions {
   /// The store these options name, opened (once per directory in a process) and kept in the
   /// context's `PipelineResources` for purging.
   func makeStore(in context: StageBuildContext) throws -> any CacheStore {
+    if context.confinesFiles, store != "memory", let directory,
+      directory.hasPrefix("/") || directory.split(separator: "/").contains("..")
+    {
+      throw PipelineError(
+        .invalidDefinition,
+        "a queued pipeline keeps caches inside the workers' --cache-dir: give a relative directory, not \"\(directory.prefix(80))\""
+      )
+    }
     let opened: any CacheStore & AnyObject
     switch store {
     case "disk" where context.validatingOnly:

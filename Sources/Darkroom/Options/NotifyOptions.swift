@@ -67,6 +67,12 @@ package struct NotifyOptions: StageOptions {
   /// kept in the context's `PipelineResources` (which the caller closes).
   func makeNotifier(in context: StageBuildContext) throws -> Notifier {
     var sinks: [any NotificationSink] = []
+    if let jsonl, jsonl != "-", context.confinesFiles {
+      throw PipelineError(
+        .invalidDefinition,
+        "a queued pipeline may not write notification files on the workers (jsonl \"\(jsonl.prefix(80))\"); use \"-\", a webhook or log"
+      )
+    }
     if let jsonl, !context.validatingOnly {
       sinks.append(try JSONLinesSink(path: jsonl))
     }

@@ -118,10 +118,14 @@ public struct JobResult: Sendable, Hashable {
   public var bytes: [UInt8]
   /// The output's file name (for `batch results --output`).
   public var name: String
+  /// Whether an existing file of that name is replaced (a `write` stage with `"overwrite":
+  /// false` keeps it, and its output then fails to be written).
+  public var overwrite: Bool
 
-  public init(bytes: [UInt8], name: String = "") {
+  public init(bytes: [UInt8], name: String = "", overwrite: Bool = true) {
     self.bytes = bytes
     self.name = name
+    self.overwrite = overwrite
   }
 }
 

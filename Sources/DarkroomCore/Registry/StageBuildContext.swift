@@ -30,6 +30,10 @@ public struct StageBuildContext: Sendable {
   package var outputClaims: OutputClaims?
   /// A queue worker's collector: `write` and `save` stages keep their outputs there as results.
   package var resultCollector: ResultCollector?
+  /// Whether the pipeline came from outside (a queue's database) and may only touch this
+  /// machine's files where the process says: caches inside ``cacheDirectory``, no notification
+  /// files.
+  package var confinesFiles = false
   /// Where factories register the notifiers and cache stores they open, for the caller to purge
   /// and close. A context made without one has a fresh ``PipelineResources`` that only it holds:
   /// what it opens then belongs to the stages built (a notifier let go delivers what it holds and

@@ -22,10 +22,10 @@ package final class ResultCollector: Sendable {
 
   /// Records an output of `source` at `path` (the writer's path: its output directory, `.`,
   /// joined with the file name).
-  package func add(_ bytes: ImageBytes, path: String, source: ImageSource) {
+  package func add(_ bytes: ImageBytes, path: String, source: ImageSource, overwrite: Bool = true) {
     var name = path
     while name.hasPrefix("./") { name.removeFirst(2) }
-    let result = JobResult(bytes: bytes.withUnsafeBytes { Array($0) }, name: name)
+    let result = JobResult(bytes: bytes.withUnsafeBytes { Array($0) }, name: name, overwrite: overwrite)
     outputs.withLock { $0[source.requestIdentity, default: []].append(result) }
   }
 

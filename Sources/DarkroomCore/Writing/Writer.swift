@@ -105,7 +105,7 @@ public struct Writer: Stage, ContextSensitiveStage {
     let path = (directory as NSString).appendingPathComponent(name)
     try claims?.claim(path, source: image.source, variant: context.variant, template: template)
     if let capture {
-      capture.add(image.bytes, path: path, source: image.source)
+      capture.add(image.bytes, path: path, source: image.source, overwrite: overwrite)
       return WrittenImage(image: image, path: path)
     }
     let overwrite = self.overwrite
