@@ -89,7 +89,8 @@ test-asan: deps
 ## bench: release build, then ../shared/bench/compare.py cases A and B with darkroom beside the peers,
 ## the HTTP benchmark, the cache benchmark (scripts/bench_cache.py), the loader benchmark
 ## (scripts/bench_loader.py: coalescing on/off, cached hits under a saturated CPU class), memory
-## (scripts/bench_memory.py) and the image server against thumbor (scripts/bench_serve.py). A
+## (scripts/bench_memory.py), the image server against thumbor (scripts/bench_serve.py) and the
+## PostgreSQL queue against darkroom run (scripts/bench_queue.py). A
 ## script whose goal is missed says so (NOT met / MISS) and exits 1; the `-` lets the other
 ## measurements run all the same.
 bench: release
@@ -103,6 +104,7 @@ bench: release
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_loader.py $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_memory.py $(CURDIR)/.build/release/darkroom
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_serve.py $(CURDIR)/.build/release/darkroom
+	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_queue.py $(CURDIR)/.build/release/darkroom
 
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps

@@ -52,14 +52,22 @@ struct QueueWorkerTests {
       return path
     }
 
-    /// `count` inputs under distinct names: hard links to the example images, in turn.
+    /// `count` inputs under distinct names: hard links to the test's own copies of the example
+    /// images, in turn (a link to a shared file would change its ctime, the file's version, under
+    /// a test running beside this one).
     func inputs(_ count: Int) throws -> String {
       let images = ["dunes.jpg", "portrait-rotated.jpg", "rings.png", "checker.webp"]
       let path = folder + "/inputs"
+      let originals = folder + "/originals"
       try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+      try FileManager.default.createDirectory(atPath: originals, withIntermediateDirectories: true)
+      for image in images {
+        try FileManager.default.copyItem(
+          atPath: Runner.package.path + "/Examples/images/" + image, toPath: originals + "/" + image)
+      }
       for index in 0..<count {
         let image = images[index % images.count]
-        let original = Runner.package.path + "/Examples/images/" + image
+        let original = originals + "/" + image
         guard link(original, path + String(format: "/p%04d-", index) + image) == 0 else {
           throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }

@@ -16,11 +16,14 @@ final class StreamingChild: @unchecked Sendable {
   /// fails with EPIPE instead of raising SIGPIPE in the test process); -1 without one.
   private var input: Int32 = -1
 
-  /// Starts the runner with `arguments`; with `feedingInput`, its standard input is a socket the
-  /// test writes to with ``send(_:)`` and ends with ``closeInput()``.
-  static func start(_ arguments: [String], feedingInput: Bool = false) throws -> StreamingChild {
+  /// Starts the runner with `arguments` (or another program, `executable`); with `feedingInput`,
+  /// its standard input is a socket the test writes to with ``send(_:)`` and ends with
+  /// ``closeInput()``.
+  static func start(
+    _ arguments: [String], executable: String = Runner.executable, feedingInput: Bool = false
+  ) throws -> StreamingChild {
     let child = StreamingChild()
-    child.process.executableURL = URL(fileURLWithPath: Runner.executable)
+    child.process.executableURL = URL(fileURLWithPath: executable)
     child.process.arguments = arguments
     child.process.currentDirectoryURL = Runner.package
     child.process.standardOutput = child.out.pipe

@@ -12,8 +12,7 @@ struct PostgresQueueHardeningTests {
   private let pipeline = #"{"version": 1, "name": "t", "stages": []}"#
 
   private func withQueue<T: Sendable>(_ body: @Sendable (PostgresJobQueue) async throws -> T) async throws -> T {
-    let location = try await PostgresTestServer.suite.newDatabase()
-    return try await PostgresJobQueue.withQueue(at: location) { try await body($0) }
+    try await withNewQueue(body)
   }
 
   @Test("a job whose worker always dies is dead after maxAttempts expired leases, not claimed for ever")

@@ -1,3 +1,4 @@
+import DarkroomPostgres
 import DarkroomPostgresTestServer
 import Testing
 
@@ -30,4 +31,10 @@ extension PostgresTestServer {
 extension Trait where Self == WithPostgresServer {
   /// One PostgreSQL server for the whole suite.
   static var postgresServer: Self { WithPostgresServer() }
+}
+
+/// Runs `body` with a queue on a new, empty database of the suite's server (its tables made).
+func withNewQueue<T: Sendable>(_ body: @Sendable (PostgresJobQueue) async throws -> T) async throws -> T {
+  let location = try await PostgresTestServer.suite.newDatabase()
+  return try await PostgresJobQueue.withQueue(at: location) { try await body($0) }
 }

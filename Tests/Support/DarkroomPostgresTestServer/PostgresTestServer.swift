@@ -9,27 +9,33 @@ import PostgresNIO
 #endif
 
 /// A real PostgreSQL server for the tests: a new cluster in a temporary folder (`initdb`),
-/// listening only on a Unix socket there, run as the `postgres` user when the tests run as root
-/// (PostgreSQL refuses root), stopped when the suite ends. Each test gets a database of its own.
+/// listening on a Unix socket there (and, when asked, on TCP at given addresses), run as the
+/// `postgres` user when the tests run as root (PostgreSQL refuses root), stopped when the suite
+/// ends. Each test gets a database of its own.
 ///
 /// Debian's `postgresql` package provides the programs (`scripts/install-deps.sh` installs it).
 public final class PostgresTestServer: Sendable {
   public let folder: String
   let programs: String
   let owner: String?
+  /// The IP addresses it also listens on (port 5432), with every connection logged.
+  public let addresses: [String]
 
-  private init(folder: String, programs: String, owner: String?) {
+  private init(folder: String, programs: String, owner: String?, addresses: [String]) {
     self.folder = folder
     self.programs = programs
     self.owner = owner
+    self.addresses = addresses
   }
 
   var data: String { folder + "/data" }
   /// The folder of the server's Unix socket (`?host=` of a `postgres://` URL).
   public var sockets: String { folder + "/sockets" }
 
-  /// Starts a new cluster.
-  public static func start() async throws -> PostgresTestServer {
+  /// Starts a new cluster; with `addresses`, it also listens on TCP port 5432 at each of them,
+  /// lets any client of the networks they are on in without a password (`samenet`), and logs
+  /// every connection (``log()`` tells where they came from).
+  public static func start(listeningOn addresses: [String] = []) async throws -> PostgresTestServer {
     let programs = try findPrograms()
     let folder = NSTemporaryDirectory() + "darkroom-pg-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: folder + "/sockets", withIntermediateDirectories: true)
@@ -39,21 +45,33 @@ public final class PostgresTestServer: Sendable {
         try FileManager.default.setAttributes([.ownerAccountName: owner], ofItemAtPath: path)
       }
     }
-    let server = PostgresTestServer(folder: folder, programs: programs, owner: owner)
+    let server = PostgresTestServer(folder: folder, programs: programs, owner: owner, addresses: addresses)
     try await server.run(
       "initdb", ["-D", server.data, "-U", "darkroom", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+    if !addresses.isEmpty {
+      let access = try FileHandle(forWritingTo: URL(fileURLWithPath: server.data + "/pg_hba.conf"))
+      try access.seekToEnd()
+      try access.write(contentsOf: Data("host all darkroom samenet trust\n".utf8))
+      try access.close()
+    }
     try await server.startServer()
     return server
   }
 
   private func startServer() async throws {
+    let logging = addresses.isEmpty ? "" : " -c log_connections=on"
     _ = try await run(
       "pg_ctl",
       [
         "-D", data, "-w", "-t", "60", "-l", folder + "/server.log", "-o",
-        "-c listen_addresses='' -k \(sockets) -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+        "-c listen_addresses='\(addresses.joined(separator: ","))'\(logging) -k \(sockets) -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
         "start",
       ])
+  }
+
+  /// What the server has logged so far.
+  public func log() -> String {
+    (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
   }
 
   /// Stops the server as an administrator would (`pg_ctl stop -m fast`: every client is
