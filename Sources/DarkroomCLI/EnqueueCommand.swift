@@ -41,20 +41,31 @@ struct EnqueueCommand: AsyncParsableCommand {
   static func enqueue(_ plan: QueuePlan, named name: String?, queue options: QueueOptions) async throws
     -> (EnqueuedBatch, Int)
   {
-    if plan.jobs.isEmpty {
-      Terminal.error("error: no inputs: the given folders hold no image files, or the input list is empty")
-      throw ExitStatus.inputsFailed
-    }
-    let name = name ?? plan.defaultBatchName
-    do {
-      return try await options.withQueue("enqueue") { queue in
-        let batch = try await queue.enqueue(
-          batch: name, pipeline: plan.pipelineText, pipelineName: plan.pipelineName, sources: plan.jobs)
-        return (batch, try await queue.status(of: batch.id).total)
-      }
-    } catch let error as PipelineError {
+    try requireInputs(plan)
+    return try await options.withQueue("enqueue") { queue in try await enqueue(plan, named: name, into: queue) }
+  }
+
+  /// Enqueues the plan's jobs into an open queue: the batch and how many jobs it holds now.
+  static func enqueue(_ plan: QueuePlan, named name: String?, into queue: any JobQueue) async throws -> (EnqueuedBatch, Int) {
+    try requireInputs(plan)
+    do throws(PipelineError) {
+      let batch = try await queue.enqueue(
+        batch: name ?? plan.defaultBatchName, pipeline: plan.pipelineText, pipelineName: plan.pipelineName,
+        sources: plan.jobs)
+      return (batch, try await queue.status(of: batch.id).total)
+    } catch {
+      // A queue out of reach is the caller's to report (exit 75); anything else is the batch's.
+      if error.code == .queueUnavailable { throw error }
       Terminal.error("error: \(error.message)")
       throw ExitCode.validationFailure
     }
   }
+
+  private static func requireInputs(_ plan: QueuePlan) throws {
+    if plan.jobs.isEmpty {
+      Terminal.error("error: no inputs: the given folders hold no image files, or the input list is empty")
+      throw ExitStatus.inputsFailed
+    }
+  }
+
 }

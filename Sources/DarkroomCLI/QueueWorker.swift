@@ -66,23 +66,39 @@ struct QueueWorker: Sendable {
   func run(signals: StopSignals?, finished: @escaping @Sendable () async -> Bool) async -> Report {
     let report = Protected(Report())
     let work = Task {
-      // Each child says whether it was a job (true) or a pause (false).
-      await withTaskGroup(of: Bool.self) { group in
+      // Each child says what ended: a job (nil) or a pause (its number).
+      await withTaskGroup(of: Int?.self) { group in
         var running = 0
         var backoff: Duration = .zero
         var failingSince: ContinuousClock.Instant?
-        func pause(_ duration: Duration) async {
-          group.addTask {
-            try? await Task.sleep(for: duration)
-            return false
+        // The pauses still sleeping: one cut short by a job's end is cancelled once the work is
+        // over, so that the group never waits for it (it held the end of every run --queue for
+        // up to 200 ms).
+        var sleepers: [Int: Task<Void, Never>] = [:]
+        var pauses = 0
+        func ended(_ child: Int??) {
+          switch child {
+          case .some(.none): running -= 1
+          case .some(.some(let pause)): sleepers[pause] = nil
+          case .none: break
           }
-          // A job's end (its slot is free again) or the pause's, whichever comes first.
-          if await group.next() == true { running -= 1 }
+        }
+        func pause(_ duration: Duration) async {
+          pauses += 1
+          let number = pauses
+          let sleeper = Task<Void, Never> { _ = try? await Task.sleep(for: duration) }
+          sleepers[number] = sleeper
+          group.addTask {
+            await sleeper.value
+            return number
+          }
+          // A job's end (its slot is free again) or a pause's, whichever comes first.
+          ended(await group.next())
         }
         while !(signals?.stopRequested ?? false), !Task.isCancelled {
           let free = settings.held - running
           if free <= 0 {
-            if await group.next() == true { running -= 1 }
+            ended(await group.next())
             continue
           }
           let leases: [JobLease]
@@ -109,7 +125,7 @@ struct QueueWorker: Sendable {
             running += 1
             group.addTask {
               await runJob(lease, report: report, signals: signals)
-              return true
+              return nil
             }
           }
           if leases.isEmpty {
@@ -117,6 +133,7 @@ struct QueueWorker: Sendable {
             await pause(settings.idlePoll)
           }
         }
+        for sleeper in sleepers.values { sleeper.cancel() }
         await group.waitForAll()
       }
     }

@@ -15,7 +15,6 @@ extension RunCommand {
     }
     let plan = try await QueuePlan.make(input, output: output, noFusion: noFusion, signals: signals)
     let started = ContinuousClock.now
-    let (enqueued, total) = try await EnqueueCommand.enqueue(plan, named: batch, queue: queue)
     do {
       try Darkroom.bootstrap(vipsConcurrency: vipsThreads)
     } catch {
@@ -30,16 +29,19 @@ extension RunCommand {
     let resources = PipelineResources()
     let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, resources: resources)
     let renderer = JobRenderer(context: context, noFusion: noFusion)
-    var workerSettings = workerOptions.settings(batch: enqueued.id)
-    workerSettings.reportsFailures = false  // the dead jobs are listed once, at the end
-    workerSettings.giveUpAfter = .seconds(120)  // a queue that stays away ends the run (exit 75)
-    let settings = workerSettings
     let loader = workerOptions.loader()
+    let options = workerOptions
     let output = output
+    let batch = batch
     // This process writes the outputs of the jobs it completes at once, as `darkroom run` does;
     // the rest (done by other machines, or before) are downloaded at the end.
     let local = Protected((jobs: Set<Int64>(), names: Set<UInt64>(), failed: 0))
-    let outcome = try await queue.withQueue("run") { queue in
+    // One connection pool for the enqueue, the work and the download.
+    let (enqueued, total, outcome) = try await queue.withQueue("run") { queue in
+      let (enqueued, total) = try await EnqueueCommand.enqueue(plan, named: batch, into: queue)
+      var settings = options.settings(batch: enqueued.id)
+      settings.reportsFailures = false  // the dead jobs are listed once, at the end
+      settings.giveUpAfter = .seconds(120)  // a queue that stays away ends the run (exit 75)
       var worker = QueueWorker(queue: queue, renderer: renderer, loader: loader, settings: settings)
       worker.committed = { lease, results in
         var failed = 0
@@ -60,7 +62,9 @@ extension RunCommand {
       let report = await worker.run(signals: signals) {
         (try? await queue.status(of: enqueued.id).isFinished) ?? false
       }
-      if signals.stopRequested || report.gaveUp != nil { return (report, nil as (Int, Int, Int, BatchStatus)?) }
+      if signals.stopRequested || report.gaveUp != nil {
+        return (enqueued, total, (report, nil as (Int, Int, Int, BatchStatus)?))
+      }
       try await forEachJob(of: enqueued.id, states: [.dead], in: queue) { job in
         Terminal.error(
           "failed: \(Terminal.printable(job.source)): \(job.errorCode ?? "?"): \(Terminal.printable(job.error ?? ""))")
@@ -68,7 +72,7 @@ extension RunCommand {
       let mine = local.value
       let download = BatchDownload(
         queue: queue, batch: enqueued.id, output: output, skipping: mine.jobs, written: mine.names)
-      return (report, try await download.run())
+      return (enqueued, total, (report, try await download.run()))
     }
     await resources.close()
     let (report, download) = outcome

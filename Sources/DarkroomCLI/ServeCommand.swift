@@ -49,6 +49,9 @@ struct ServeCommand: AsyncParsableCommand {
       "A PostgreSQL database (postgres://…) whose result cache this instance shares with others: one render per image in the cluster."
   )
   var sharedCache: String?
+  /// Connections of the shared cache's pool beyond one per render slot.
+  static let sharedCacheSpareConnections = 8
+
   @Flag(name: .long, help: "Validate the configuration and exit.")
   var checkConfig = false
   @Option(name: .long, help: "The log level: trace, debug, info, notice, warning, error, critical (default info).")
@@ -113,7 +116,11 @@ struct ServeCommand: AsyncParsableCommand {
         Terminal.error("error: --shared-cache: \(error.message)")
         throw error.code == .queueUnavailable ? ExitStatus.inUseElsewhere : ExitCode.validationFailure
       }
-      let client = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
+      // Every render holds a connection (its claim's transaction) while it runs; lookups, stores
+      // and the listener need connections beside them.
+      var configuration = location.configuration
+      configuration.options.maximumConnections = settings.concurrency + Self.sharedCacheSpareConnections
+      let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
       let store = PostgresResultStore(client: client, logger: logger)
       sharedServices = [.init(service: client), .init(service: store)]
       sharedStore = store
