@@ -106,6 +106,12 @@ enum PostgresSchema {
         "CREATE INDEX darkroom_jobs_name ON darkroom_jobs (batch_id, lower(name))",
       ]
     ),
+    (
+      // Every claim looks for running jobs whose lease is over: without an index of the running
+      // jobs alone, that was a scan of every job ever queued (done ones included) per claim.
+      4,
+      ["CREATE INDEX darkroom_jobs_running ON darkroom_jobs (lease_expires_at) WHERE state = 'running'"]
+    ),
   ]
 
   /// The newest version this Darkroom knows.
