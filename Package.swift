@@ -142,7 +142,7 @@ let package = Package(
     .target(
       name: "DarkroomPostgresTestServer",
       dependencies: [
-        "DarkroomCore", "DarkroomPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+        "DarkroomCore", "DarkroomPostgres", "CFileShim", .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "Logging", package: "swift-log"),
       ],
       path: "Tests/Support/DarkroomPostgresTestServer", swiftSettings: strict),

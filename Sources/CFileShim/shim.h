@@ -57,3 +57,22 @@ static inline int dr_rename_exchange(int olddirfd, const char *oldpath, int newd
 #endif
 }
 
+
+#ifdef __linux__
+#include <spawn.h>
+// glibc 2.34's posix_spawn_file_actions_addclosefrom_np (not exported to Swift without _GNU_SOURCE).
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+#endif
+
+/// Adds to `actions` the closing of every descriptor from `from` up, in the spawned child (the
+/// tests' PostgreSQL servers must not keep the test process's pipes open). Returns 0, or an
+/// error number.
+static inline int dr_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
+#ifdef __linux__
+  return posix_spawn_file_actions_addclosefrom_np(actions, from);
+#else
+  (void)actions;
+  (void)from;
+  return ENOSYS;
+#endif
+}

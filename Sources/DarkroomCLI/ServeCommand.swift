@@ -91,6 +91,16 @@ struct ServeCommand: AsyncParsableCommand {
       Terminal.error("error: \(error.message)")
       throw ExitStatus.invalidPipeline
     }
+    // The shared cache's URL is checked with the rest of the configuration.
+    var sharedLocation: PostgresLocation?
+    if let sharedCache {
+      do throws(PipelineError) {
+        sharedLocation = try PostgresLocation(sharedCache)
+      } catch {
+        Terminal.error("error: --shared-cache: \(error.message)")
+        throw ExitCode.validationFailure
+      }
+    }
     if checkConfig {
       print("configuration is valid")
       return
@@ -105,10 +115,8 @@ struct ServeCommand: AsyncParsableCommand {
     // beside the server (started first, so they stop last).
     var sharedServices: [ServiceGroupConfiguration.ServiceConfiguration] = []
     var sharedStore: PostgresResultStore?
-    if let sharedCache {
-      let location: PostgresLocation
+    if let location = sharedLocation {
       do {
-        location = try PostgresLocation(sharedCache)
         // Reached once now (a database that cannot be reached fails at start, with its cause),
         // and its tables made or migrated before the first request.
         try await PostgresJobQueue.withQueue(at: location, logger: logger) { _ in }
@@ -116,12 +124,13 @@ struct ServeCommand: AsyncParsableCommand {
         Terminal.error("error: --shared-cache: \(error.message)")
         throw error.code == .queueUnavailable ? ExitStatus.inUseElsewhere : ExitCode.validationFailure
       }
-      // Every render holds a connection (its claim's transaction) while it runs; lookups, stores
-      // and the listener need connections beside them.
+      // Renders hold no connection (a claim is a row); lookups and stores share the pool.
       var configuration = location.configuration
       configuration.options.maximumConnections = settings.concurrency + Self.sharedCacheSpareConnections
       let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-      let store = PostgresResultStore(client: client, logger: logger)
+      // A claim outlasts the longest render (the time limit) before it lapses.
+      let store = PostgresResultStore(
+        client: client, logger: logger, claimLength: .milliseconds(Int(settings.timeout * 1000)) + .seconds(10))
       sharedServices = [.init(service: client), .init(service: store)]
       sharedStore = store
     }

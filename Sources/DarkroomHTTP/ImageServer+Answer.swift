@@ -133,37 +133,35 @@ extension ImageServer {
   }
 
   private func render(_ plan: RenderPlan, key: String?, identity: String?, requestID: String) async throws -> ServedImage {
-    let work: @Sendable (PriorityTicket) async throws -> ServedImage = { _ in
-      try await self.gate.admitted {
-        self.metrics.renderStarted()
-        let pipeline = try Pipeline<ImageSource, EncodedImage>(
-          StageGraph(name: "serve", stages: [AnyStage(self.fetcher)] + plan.stages))
-        let freshness = SourceFreshness()
-        var options = self.loader.defaultRunOptions
-        options.layers.append(SourceFreshnessLayer.Factory(freshness: freshness))
-        let operation = self.loader.load(plan.source, pipeline: pipeline, options: options)
-        self.logger.debug("render", metadata: ["request": "\(requestID)", "operation": "\(operation.id)"])
-        do {
-          let image = try await operation.value
-          let maxAge = min(self.configuration.maxAge, freshness.maxAge ?? .max)
-          var served = ServedImage(image: image, expiresAt: Date() + TimeInterval(maxAge))
-          // A source that is private to its client, or varies on what no key holds, is never
-          // kept for other callers: only its own client may keep the answer.
-          served.isPrivate = !freshness.shareable
-          if let key, let identity, maxAge > 0, !served.isPrivate { await self.cache?.store(served, key: key, source: identity) }
-          return served
-        } catch {
-          var located = PipelineError.from(error)
-          located.message += " (operation \(operation.id))"
-          throw located
-        }
+    // The render itself; it runs once admitted (below, or in the cluster's own order).
+    let body: @Sendable () async throws -> ServedImage = {
+      self.metrics.renderStarted()
+      let pipeline = try Pipeline<ImageSource, EncodedImage>(
+        StageGraph(name: "serve", stages: [AnyStage(self.fetcher)] + plan.stages))
+      let freshness = SourceFreshness()
+      var options = self.loader.defaultRunOptions
+      options.layers.append(SourceFreshnessLayer.Factory(freshness: freshness))
+      let operation = self.loader.load(plan.source, pipeline: pipeline, options: options)
+      self.logger.debug("render", metadata: ["request": "\(requestID)", "operation": "\(operation.id)"])
+      do {
+        let image = try await operation.value
+        let maxAge = min(self.configuration.maxAge, freshness.maxAge ?? .max)
+        var served = ServedImage(image: image, expiresAt: Date() + TimeInterval(maxAge))
+        // A source that is private to its client, or varies on what no key holds, is never
+        // kept for other callers: only its own client may keep the answer.
+        served.isPrivate = !freshness.shareable
+        if let key, let identity, maxAge > 0, !served.isPrivate { await self.cache?.store(served, key: key, source: identity) }
+        return served
+      } catch {
+        var located = PipelineError.from(error)
+        located.message += " (operation \(operation.id))"
+        throw located
       }
     }
+    let work: @Sendable (PriorityTicket) async throws -> ServedImage = { _ in try await self.gate.admitted { try await body() } }
     guard let key else { return try await work(PriorityTicket(.normal)) }
     guard let sharedCache, configuration.resultCache else { return try await renders.value(for: key, work: work) }
-    return try await renders.value(for: key) { ticket in
-      try await self.clusterRender(key: key, shared: sharedCache) { try await work(ticket) }
-    }
+    return try await renders.value(for: key) { _ in try await self.clusterRender(key: key, shared: sharedCache, render: body) }
   }
 
   func ok(_ served: ServedImage, request: ImageRequest, variesOnAccept: Bool) -> ImageResponse {

@@ -4,62 +4,95 @@ import Foundation
 extension ImageServer {
   /// How long a request waits for another instance's render before rendering itself.
   static let clusterWaitLimit: Duration = .seconds(30)
-  /// How long the shared cache is skipped after it could not be reached.
-  static let sharedAwayFor: Duration = .seconds(5)
-  /// How often a waiter looks again when no release wakes it (a failed render notifies no one).
-  static let clusterPoll: Duration = .milliseconds(250)
+  /// How long the shared cache is skipped after it could not be reached: an outage costs one
+  /// request the store's time limit now and then, not every request.
+  static let sharedAwayFor: Duration = .seconds(15)
 
-  /// The answer for `key` with the cluster's help: from the shared cache, or rendered here while
-  /// holding the cluster's claim on the key (and shared), or, when another instance holds the
-  /// claim, read from the shared cache once that instance is done. When the shared cache cannot
-  /// be reached, or another instance takes too long, the instance renders on its own.
+  /// The answer for `key` with the cluster's help: from the shared cache; or rendered here
+  /// holding the cluster's claim on the key (taken only once admitted, so that claims never wait
+  /// in the admission queue) and shared; or, when another instance holds the claim, read from the
+  /// shared cache once that instance is done. When the other instance's render failed for a
+  /// reason of the source's (``sharedFailure(_:_:)``: not found, corrupt, too large…), this request fails
+  /// the same way without fetching; when it failed otherwise, was not shared, or takes too long,
+  /// or when the shared cache cannot be reached, the instance renders on its own.
+  ///
+  /// `render` renders without the admission gate; this function admits it.
   func clusterRender(
     key: String, shared: any SharedResultStore, render: @escaping @Sendable () async throws -> ServedImage
   ) async throws -> ServedImage {
+    let rendered = Protected<ServedImage?>(nil)
     if let away = sharedAwayUntil.value, ContinuousClock.now < away {
       metrics.shared(.unavailable)
-      return try await render()
+      return try await gate.admitted { try await render() }
     }
-    let deadline = ContinuousClock.now + Self.clusterWaitLimit
-    var waited = false
-    let rendered = Protected<ServedImage?>(nil)
-    while true {
-      do {
-        if let hit = try await shared.result(forKey: key) {
-          metrics.shared(waited ? .waited : .hit)
-          let served = ServedImage(
-            image: EncodedImage(
-              source: ImageSource(key), bytes: ImageBytes(hit.bytes), format: hit.format, width: hit.width, height: hit.height),
-            expiresAt: hit.expiresAt)
-          cache?.remember(served, key: key)
-          return served
-        }
-        let claimed = try await shared.withRenderClaim(forKey: key) {
+    do {
+      if let hit = try await shared.result(forKey: key) { return answer(hit, key: key, outcome: .hit) }
+      let claimed = try await gate.admitted {
+        try await shared.withRenderClaim(forKey: key) {
           let served = try await render()
           rendered.withLock { $0 = served }
-          guard !served.isPrivate, served.expiresAt > Date() else { return }
-          let image = served.image
-          try await shared.store(
-            SharedResult(
-              bytes: image.bytes.withUnsafeBytes { Array($0) }, format: image.format, width: image.width, height: image.height,
-              expiresAt: served.expiresAt), forKey: key)
+          return Self.shareable(served)
         }
-        if claimed, let served = rendered.value {
-          metrics.shared(.rendered)
-          return served
-        }
-      } catch let error as PipelineError where error.code == .queueUnavailable {
-        logger.warning("the shared cache is away; rendering here alone", metadata: ["error": "\(error.message)"])
-        sharedAwayUntil.withLock { $0 = ContinuousClock.now + Self.sharedAwayFor }
-        metrics.shared(.unavailable)
-        // A render that finished before its result could be shared still answers.
-        if let served = rendered.value { return served }
-        return try await render()
       }
+      if claimed, let served = rendered.value {
+        metrics.shared(.rendered)
+        return served
+      }
+      switch await shared.waitForResult(forKey: key, timeout: Self.clusterWaitLimit) {
+      case .stored:
+        if let hit = try await shared.result(forKey: key) { return answer(hit, key: key, outcome: .waited) }
+      case .failed(let code, let status) where Self.sharedFailure(code, status):
+        metrics.shared(.waited)
+        var error = PipelineError(code, "another instance's render of this image failed (\(code))")
+        error.httpStatus = status
+        throw error
+      case .failed, .unshared, nil:
+        break
+      }
+      // Not shared by the other instance: rendered here, and shared when it can be.
+      let served = try await gate.admitted { try await render() }
+      rendered.withLock { $0 = served }
+      metrics.shared(.rendered)
+      if let result = Self.shareable(served) { try await shared.store(result, forKey: key) }
+      return served
+    } catch let error as PipelineError where error.code == .queueUnavailable {
+      logger.warning("the shared cache is away; rendering here alone", metadata: ["error": "\(error.message)"])
+      sharedAwayUntil.withLock { $0 = ContinuousClock.now + Self.sharedAwayFor }
+      metrics.shared(.unavailable)
+      // A render that finished before its result could be shared still answers.
       if let served = rendered.value { return served }
-      if ContinuousClock.now >= deadline { return try await render() }
-      waited = true
-      await shared.waitForResult(forKey: key, timeout: Self.clusterPoll)
+      return try await gate.admitted { try await render() }
     }
+  }
+
+  /// Whether another instance's failure is this request's too: the source's own (not found,
+  /// corrupt, too large…, or an origin's 4xx but 408 and 429), not the moment's (a time limit,
+  /// an origin's 5xx, a cancelled client, a full queue).
+  static func sharedFailure(_ code: PipelineError.Code, _ status: Int?) -> Bool {
+    if code == .httpStatus, let status { return (400..<500).contains(status) && status != 408 && status != 429 }
+    return code.isPermanent
+  }
+
+  /// What the shared cache keeps of `served`: nothing when it is private to its client or
+  /// already expired.
+  static func shareable(_ served: ServedImage) -> SharedResult? {
+    guard !served.isPrivate, served.expiresAt > Date() else { return nil }
+    let image = served.image
+    return SharedResult(
+      bytes: image.bytes.withUnsafeBytes { Array($0) }, format: image.format, width: image.width, height: image.height,
+      expiresAt: served.expiresAt)
+  }
+
+  /// A shared result as this instance serves it: for no longer than its own `maxAge` (the row's
+  /// expiry is another instance's policy, or a row changed behind its back), kept in memory.
+  private func answer(_ hit: SharedResult, key: String, outcome: ServerMetrics.SharedOutcome) -> ServedImage {
+    metrics.shared(outcome)
+    let latest = Date() + TimeInterval(configuration.maxAge)
+    let served = ServedImage(
+      image: EncodedImage(
+        source: ImageSource(key), bytes: ImageBytes(hit.bytes), format: hit.format, width: hit.width, height: hit.height),
+      expiresAt: min(hit.expiresAt, latest))
+    cache?.remember(served, key: key)
+    return served
   }
 }

@@ -335,17 +335,24 @@ public final class PostgresJobQueue: JobQueue {
 
   /// Runs `body` within ``operationTimeout``, turning what the database throws into a `PipelineError`.
   func database<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(PipelineError) -> T {
+    try await Self.bounded(what, by: Self.operationTimeout, of: "the queue's database", body)
+  }
+
+  /// Runs `body` within `timeout`, turning what the database throws into a `PipelineError`
+  /// (`queueUnavailable` naming `database` when it did not answer in time).
+  static func bounded<T: Sendable>(
+    _ what: String, by timeout: Duration, of database: String, _ body: @escaping @Sendable () async throws -> T
+  ) async throws(PipelineError) -> T {
     do {
       return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body() }
         group.addTask {
-          try await Task.sleep(for: Self.operationTimeout)
+          try await Task.sleep(for: timeout)
           return nil
         }
         defer { group.cancelAll() }
         guard let first = try await group.next(), let value = first else {
-          throw PipelineError(
-            .queueUnavailable, "the queue's database did not answer within \(Self.operationTimeout) when asked to \(what)")
+          throw PipelineError(.queueUnavailable, "\(database) did not answer within \(timeout) when asked to \(what)")
         }
         return value
       }

@@ -8,16 +8,17 @@ import Synchronization
 /// A `SharedResultStore` (from `DarkroomCore`) on PostgreSQL: `darkroom serve --shared-cache`.
 ///
 /// Results live in `darkroom_cache`, keyed by the SHA-256 of the server's cache key, each with
-/// its format, size, SHA-256 and expiry; a result read back is checked against all of them, and
-/// an expired one is a miss. Results larger than ``maxBytes`` are not shared.
+/// its format, size, expiry and a SHA-256 of the key's hash and the bytes together; a result
+/// read back is checked against all of them (and its bytes must be of its format), and an expired
+/// one, or a row that does not decode, is a miss. Results larger than ``maxBytes`` are not shared.
 ///
-/// The render claim is a transaction-level advisory lock (`pg_try_advisory_xact_lock` on 64 bits
-/// of the key's SHA-256) held by a transaction that stays open while the instance renders: the
-/// claim ends with the transaction, whatever happens to the instance (a crash, a lost
-/// connection, a failed render), so no key is ever left claimed. A successful render ends with
-/// `pg_notify('darkroom_cache', key)` in that transaction, delivered at commit: every instance
-/// listens on that channel (``run()``) and wakes its waiters at once. A failed render notifies
-/// no one; waiters look again after their timeout.
+/// A render claim is a row of `darkroom_cache_claims` (the key's hash, a random token, an expiry
+/// of ``claimLength``): taken in one statement when no live claim is there, ended in one
+/// statement that stores the result (or not), deletes the claim and sends
+/// `pg_notify('darkroom_cache', 'KEY stored' | 'KEY unshared' | 'KEY failed CODE [STATUS]')`. No
+/// connection is held while the instance renders, and the claim of an instance that died lapses
+/// at its expiry. Every instance listens on the channel (``run()``) and wakes its waiters with
+/// the outcome. Every call is bounded by ``operationTimeout``.
 ///
 /// Run it as a service beside its `PostgresClient` (it listens while it runs):
 ///
@@ -30,9 +31,15 @@ public final class PostgresResultStore: SharedResultStore, Service {
   let logger: Logger
   /// The largest result shared (default 16 MiB).
   public let maxBytes: Int
+  /// How long a claim lasts when its instance never ends it (it died): the longest render and
+  /// then some.
+  public let claimLength: Duration
+  /// How long any one call may take before the store counts as out of reach (short: lookups are
+  /// on the request's path).
+  public let operationTimeout: Duration
   /// The waiters of each key: a continuation once registered, or `nil` when the waiter was ended
   /// before it registered (it then resumes at once).
-  private let waiters = Protected<[String: [UUID: CheckedContinuation<Void, Never>?]]>([:])
+  private let waiters = Protected<[String: [UUID: CheckedContinuation<SharedRenderOutcome?, Never>?]]>([:])
   private let stores = Atomic<Int>(0)
 
   static let channel = "darkroom_cache"
@@ -40,41 +47,57 @@ public final class PostgresResultStore: SharedResultStore, Service {
   /// Waiters registered now (for tests: none is left behind).
   var waiterCount: Int { waiters.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
-  public init(client: PostgresClient, logger: Logger = Logger(label: "darkroom.shared-cache"), maxBytes: Int = 16 << 20) {
+  public init(
+    client: PostgresClient, logger: Logger = Logger(label: "darkroom.shared-cache"), maxBytes: Int = 16 << 20,
+    claimLength: Duration = .seconds(60), operationTimeout: Duration = .seconds(3)
+  ) {
     self.client = client
     self.logger = logger
     self.maxBytes = min(max(maxBytes, 0), ResultStorage.maxStoredBytesLimit)
+    self.claimLength = min(max(claimLength, .seconds(1)), .seconds(86_400))
+    self.operationTimeout = min(max(operationTimeout, .milliseconds(100)), PostgresJobQueue.operationTimeout)
   }
 
   /// The table's key for a cache key: its hex SHA-256 (cache keys are long and hold any text).
   static func hash(_ key: String) -> String { RequestDigest.hex(key) }
 
-  /// The advisory lock of a key: the first 64 bits of its SHA-256.
-  static func lockKey(_ hash: String) -> Int64 {
-    Int64(bitPattern: UInt64(hash.prefix(16), radix: 16) ?? 0)
-  }
+  /// The checksum stored with a result: of the key's hash and the bytes together, so that a row
+  /// copied under another key does not pass for that key's result.
+  static func digest(_ hash: String, _ bytes: [UInt8]) -> String { RequestDigest.hex(of: Array(hash.utf8) + bytes) }
 
   public func result(forKey key: String) async throws(PipelineError) -> SharedResult? {
     let hash = Self.hash(key)
     let logger = logger
-    let row: (String, Int, Int, ByteBuffer, String, Int64, Date)? = try await database("read a shared result") {
-      var found: (String, Int, Int, ByteBuffer, String, Int64, Date)?
-      for try await row in try await self.client.query(
+    typealias Row = (String, Int, Int, ByteBuffer, String, Int64, Date)
+    enum Found: Sendable {
+      case none
+      case undecodable
+      case row(Row)
+    }
+    let found: Found = try await database("read a shared result") {
+      let rows = try await self.client.query(
         """
         SELECT format, width, height, bytes, sha256, size, expires_at FROM darkroom_cache
         WHERE key_sha256 = \(hash) AND expires_at > now()
-        """, logger: logger
-      ).decode((String, Int, Int, ByteBuffer, String, Int64, Date).self) {
-        found = row
+        """, logger: logger)
+      var found = Found.none
+      for try await row in rows {
+        // A row that does not decode (a NULL, a changed column) is a miss, not an outage.
+        found = (try? row.decode(Row.self)).map(Found.row) ?? .undecodable
       }
       return found
     }
-    guard let (formatName, width, height, buffer, digest, size, expiresAt) = row else { return nil }
+    guard case .row(let (formatName, width, height, buffer, digest, size, expiresAt)) = found else {
+      if case .undecodable = found {
+        logger.warning("a shared result could not be read; ignored", metadata: ["key": "\(hash)"])
+      }
+      return nil
+    }
     // What the table holds is checked like a file from disk: a row that does not add up is a miss.
     let bytes = Array(buffer.readableBytesView)
     guard let format = ImageFormat(rawValue: formatName), ImageFormat.trustedDecodable.contains(format),
-      (1...1_000_000).contains(width), (1...1_000_000).contains(height), Int64(bytes.count) == size,
-      RequestDigest.hex(of: bytes) == digest
+      ImageFormat.sniff(Array(bytes.prefix(64))) == format, (1...1_000_000).contains(width),
+      (1...1_000_000).contains(height), Int64(bytes.count) == size, Self.digest(hash, bytes) == digest
     else {
       logger.warning("a shared result does not match its checksum or description; ignored", metadata: ["key": "\(hash)"])
       return nil
@@ -83,109 +106,145 @@ public final class PostgresResultStore: SharedResultStore, Service {
   }
 
   public func store(_ result: SharedResult, forKey key: String) async throws(PipelineError) {
-    guard result.bytes.count <= maxBytes, result.expiresAt > Date() else { return }
+    guard shares(result) else { return }
     let hash = Self.hash(key)
-    let digest = RequestDigest.hex(of: result.bytes)
+    let query = storing(result, hash: hash, claim: nil)
     let logger = logger
-    // Now and then, expired entries are swept (by whichever instance stores).
     let sweep = stores.wrappingAdd(1, ordering: .relaxed).oldValue % 100 == 0
     try await database("store a shared result") {
+      try await self.client.query(query, logger: logger)
+      if sweep { try await self.sweep() }
+    }
+  }
+
+  /// Whether `result` is kept at all: small enough and not expired.
+  private func shares(_ result: SharedResult) -> Bool { result.bytes.count <= maxBytes && result.expiresAt > Date() }
+
+  /// Now and then (by whichever instance stores), expired entries and lapsed claims go.
+  private func sweep() async throws {
+    try await client.query("DELETE FROM darkroom_cache WHERE expires_at < now()", logger: logger)
+    try await client.query("DELETE FROM darkroom_cache_claims WHERE expires_at < now()", logger: logger)
+  }
+
+  /// One statement storing `result` under `hash`; with `claim`, it also ends that claim and
+  /// tells the waiters the result is stored (delivered when the statement commits).
+  private func storing(_ result: SharedResult, hash: String, claim token: UUID?) -> PostgresQuery {
+    let digest = Self.digest(hash, result.bytes)
+    let bytes = ByteBuffer(bytes: result.bytes)
+    let size = Int64(result.bytes.count)
+    let payload = hash + " stored"
+    return """
+      WITH stored AS (
+        INSERT INTO darkroom_cache (key_sha256, format, width, height, bytes, sha256, size, expires_at)
+        VALUES (\(hash), \(result.format.rawValue), \(result.width), \(result.height), \(bytes), \(digest), \(size),
+          \(result.expiresAt))
+        ON CONFLICT (key_sha256) DO UPDATE SET format = excluded.format, width = excluded.width,
+          height = excluded.height, bytes = excluded.bytes, sha256 = excluded.sha256, size = excluded.size,
+          expires_at = excluded.expires_at, stored_at = now()
+      ), released AS (
+        DELETE FROM darkroom_cache_claims WHERE key_sha256 = \(hash) AND token = \(token)
+      )
+      SELECT pg_notify(\(Self.channel), \(payload)) WHERE \(token)::uuid IS NOT NULL
+      """
+  }
+
+  public func withRenderClaim(forKey key: String, _ render: @Sendable () async throws -> SharedResult?) async throws -> Bool {
+    let hash = Self.hash(key)
+    let token = UUID()
+    let seconds = Double(claimLength.components.seconds)
+    let logger = logger
+    let claimed = try await database("claim a render") {
+      var claimed = false
+      for try await _ in try await self.client.query(
+        """
+        INSERT INTO darkroom_cache_claims (key_sha256, token, expires_at)
+        VALUES (\(hash), \(token), clock_timestamp() + make_interval(secs => \(seconds)))
+        ON CONFLICT (key_sha256) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+          WHERE darkroom_cache_claims.expires_at < clock_timestamp()
+        RETURNING token
+        """, logger: logger)
+      {
+        claimed = true
+      }
+      return claimed
+    }
+    guard claimed else { return false }
+    let result: SharedResult?
+    do {
+      result = try await render()
+    } catch {
+      let failure = error as? PipelineError
+      let code = failure?.code ?? PipelineError.Code.stageFailed
+      let status = failure?.httpStatus.map { " \($0)" } ?? ""
+      try? await end(hash, token: token, outcome: "failed \(code.rawValue)\(status)")
+      throw error
+    }
+    if let result, shares(result) {
+      let query = storing(result, hash: hash, claim: token)
+      try await database("store a shared result") { try await self.client.query(query, logger: logger) }
+    } else {
+      try await end(hash, token: token, outcome: "unshared")
+    }
+    return true
+  }
+
+  /// Ends a claim without a result, telling the waiters how it ended.
+  private func end(_ hash: String, token: UUID, outcome: String) async throws(PipelineError) {
+    let payload = hash + " " + outcome
+    let logger = logger
+    try await database("end a render claim") {
       try await self.client.query(
         """
-        INSERT INTO darkroom_cache (key_sha256, format, width, height, bytes, sha256, size, expires_at)
-        VALUES (\(hash), \(result.format.rawValue), \(result.width), \(result.height), \(ByteBuffer(bytes: result.bytes)),
-          \(digest), \(Int64(result.bytes.count)), \(result.expiresAt))
-        ON CONFLICT (key_sha256) DO UPDATE SET format = excluded.format, width = excluded.width, height = excluded.height,
-          bytes = excluded.bytes, sha256 = excluded.sha256, size = excluded.size, expires_at = excluded.expires_at,
-          stored_at = now()
+        WITH released AS (DELETE FROM darkroom_cache_claims WHERE key_sha256 = \(hash) AND token = \(token))
+        SELECT pg_notify(\(Self.channel), \(payload))
         """, logger: logger)
-      if sweep { try await self.client.query("DELETE FROM darkroom_cache WHERE expires_at < now()", logger: logger) }
     }
   }
 
-  /// What `body` threw, told apart from what the database did.
-  private struct BodyFailure: Error {
-    let error: any Error
-  }
-
-  /// The claim's errors: `body`'s own as they are, the database's as `queueUnavailable`.
-  public func withRenderClaim(forKey key: String, _ body: @Sendable () async throws -> Void) async throws -> Bool {
-    let hash = Self.hash(key)
-    let lock = Self.lockKey(hash)
-    let logger = logger
-    do {
-      return try await client.withTransaction(logger: logger) { connection in
-        var claimed = false
-        for try await got in try await connection.query("SELECT pg_try_advisory_xact_lock(\(lock))", logger: logger).decode(
-          Bool.self)
-        {
-          claimed = got
-        }
-        guard claimed else { return false }
-        do {
-          try await body()
-        } catch {
-          throw BodyFailure(error: error)
-        }
-        // Delivered when the transaction commits, with the result stored.
-        try await connection.query("SELECT pg_notify(\(Self.channel), \(hash))", logger: logger)
-        return true
-      }
-    } catch let failure as BodyFailure {
-      throw failure.error
-    } catch let error as PostgresTransactionError {
-      if let failure = error.closureError as? BodyFailure { throw failure.error }
-      throw PostgresJobQueue.pipelineError(error, doing: "claim a render")
-    } catch {
-      throw PostgresJobQueue.pipelineError(error, doing: "claim a render")
-    }
-  }
-
-  @discardableResult
-  public func waitForResult(forKey key: String, timeout: Duration) async -> Bool {
+  public func waitForResult(forKey key: String, timeout: Duration) async -> SharedRenderOutcome? {
     let hash = Self.hash(key)
     let id = UUID()
-    return await withTaskGroup(of: Bool.self) { group in
+    return await withTaskGroup(of: SharedRenderOutcome??.self) { group in
       group.addTask {
-        await withCheckedContinuation { continuation in
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<SharedRenderOutcome?, Never>) in
           let endedAlready = self.waiters.withLock { waiters -> Bool in
             if let slot = waiters[hash]?[id], slot == nil {
-              waiters[hash]?[id] = nil as CheckedContinuation<Void, Never>??
+              waiters[hash]?[id] = nil as CheckedContinuation<SharedRenderOutcome?, Never>??
               if waiters[hash]?.isEmpty == true { waiters[hash] = nil }
               return true
             }
             waiters[hash, default: [:]][id] = continuation
             return false
           }
-          if endedAlready { continuation.resume() }
+          if endedAlready { continuation.resume(returning: nil) }
         }
-        return true
+        return .some(outcome)
       }
       group.addTask {
         try? await Task.sleep(for: timeout)
-        return false
+        return nil
       }
-      let woken = await group.next() ?? false
+      let first = await group.next() ?? nil
       // Whichever came first, the other ends: a timed-out waiter is resumed.
-      if !woken { self.wake(hash, only: id) }
+      if first == nil { self.wake(hash, with: nil, only: id) }
       group.cancelAll()
       await group.waitForAll()
       // Both have ended: nothing of this waiter stays behind (an end marker that a release
       // made unneeded).
       self.waiters.withLock { waiters in
-        waiters[hash]?[id] = nil as CheckedContinuation<Void, Never>??
+        waiters[hash]?[id] = nil as CheckedContinuation<SharedRenderOutcome?, Never>??
         if waiters[hash]?.isEmpty == true { waiters[hash] = nil }
       }
-      return woken
+      return first ?? nil
     }
   }
 
-  /// Resumes the waiters of `hash`; with `id`, only that one, which is marked ended when it has
-  /// not registered yet (so that it resumes as it registers).
-  private func wake(_ hash: String, only id: UUID? = nil) {
-    let woken: [CheckedContinuation<Void, Never>] = waiters.withLock { waiters in
+  /// Resumes the waiters of `hash` with `outcome`; with `id`, only that one, which is marked
+  /// ended when it has not registered yet (so that it resumes as it registers).
+  private func wake(_ hash: String, with outcome: SharedRenderOutcome?, only id: UUID? = nil) {
+    let woken: [CheckedContinuation<SharedRenderOutcome?, Never>] = waiters.withLock { waiters in
       var forKey = waiters[hash] ?? [:]
-      let taken: [CheckedContinuation<Void, Never>]
+      let taken: [CheckedContinuation<SharedRenderOutcome?, Never>]
       if let id {
         if let slot = forKey.removeValue(forKey: id) {
           taken = slot.map { [$0] } ?? []
@@ -200,12 +259,33 @@ public final class PostgresResultStore: SharedResultStore, Service {
       waiters[hash] = forKey.isEmpty ? nil : forKey
       return taken
     }
-    for continuation in woken { continuation.resume() }
+    for continuation in woken { continuation.resume(returning: outcome) }
   }
 
-  /// Listens for released claims until cancelled (or the service group shuts down), reconnecting
-  /// with backoff when the database goes away; every waiter is woken when the listening restarts,
-  /// since a notification may have been missed meanwhile.
+  /// A notification's payload, `HASH stored`, `HASH unshared` or `HASH failed CODE [STATUS]`, read as it
+  /// comes from the database: anything else wakes no one.
+  static func parse(_ payload: String) -> (hash: String, outcome: SharedRenderOutcome)? {
+    let parts = payload.split(separator: " ", omittingEmptySubsequences: false)
+    guard parts.count >= 2, parts[0].utf8.count == 64 else { return nil }
+    switch (parts[1], parts.count) {
+    case ("stored", 2): return (String(parts[0]), .stored)
+    case ("unshared", 2): return (String(parts[0]), .unshared)
+    case ("failed", 3), ("failed", 4):
+      let code = parts[2]
+      guard (1...64).contains(code.utf8.count), code.allSatisfy({ $0.isASCII && $0.isLetter }) else { return nil }
+      var status: Int?
+      if parts.count == 4 {
+        guard parts[3].utf8.count == 3, let number = Int(parts[3]), (100...599).contains(number) else { return nil }
+        status = number
+      }
+      return (String(parts[0]), .failed(PipelineError.Code(String(code)), httpStatus: status))
+    default: return nil
+    }
+  }
+
+  /// Listens for ended claims until cancelled (or the service group shuts down), reconnecting
+  /// with backoff when the database goes away; every waiter is woken (to look again) when the
+  /// listening restarts, since a notification may have been missed meanwhile.
   public func run() async throws {
     var backoff: Duration = .milliseconds(100)
     while !Task.isCancelled {
@@ -214,7 +294,9 @@ public final class PostgresResultStore: SharedResultStore, Service {
           try await connection.listen(on: Self.channel) { notifications in
             backoff = .milliseconds(100)
             self.wakeEveryone()
-            for try await notification in notifications.cancelOnGracefulShutdown() { self.wake(notification.payload) }
+            for try await notification in notifications.cancelOnGracefulShutdown() {
+              if let (hash, outcome) = Self.parse(notification.payload) { self.wake(hash, with: outcome) }
+            }
           }
         }
       } catch {
@@ -228,15 +310,18 @@ public final class PostgresResultStore: SharedResultStore, Service {
     }
   }
 
+  /// Wakes every waiter with no outcome: each looks for the result, and renders without it.
   private func wakeEveryone() {
     let hashes = waiters.withLock { Array($0.keys) }
-    for hash in hashes { wake(hash) }
+    for hash in hashes { wake(hash, with: nil) }
   }
 
-  /// Runs `body` within the queue's time limit, as a `PipelineError`.
+  /// Runs `body` within ``operationTimeout``, as a `PipelineError` (`queueUnavailable` when the
+  /// database did not answer in time or failed).
   private func database<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(PipelineError)
     -> T
   {
-    try await PostgresJobQueue(client: client, logger: logger).database(what, body)
+    try await PostgresJobQueue.bounded(what, by: operationTimeout, of: "the shared cache's database", body)
   }
+
 }

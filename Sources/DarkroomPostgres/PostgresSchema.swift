@@ -110,7 +110,18 @@ enum PostgresSchema {
       // Every claim looks for running jobs whose lease is over: without an index of the running
       // jobs alone, that was a scan of every job ever queued (done ones included) per claim.
       4,
-      ["CREATE INDEX darkroom_jobs_running ON darkroom_jobs (lease_expires_at) WHERE state = 'running'"]
+      [
+        "CREATE INDEX darkroom_jobs_running ON darkroom_jobs (lease_expires_at) WHERE state = 'running'",
+        // The servers' render claims: a row per key being rendered, with the claimant's token and
+        // an expiry (a claim whose instance died lapses by itself; none holds a connection).
+        """
+        CREATE TABLE darkroom_cache_claims (
+          key_sha256 text PRIMARY KEY,
+          token uuid NOT NULL,
+          expires_at timestamptz NOT NULL
+        )
+        """,
+      ]
     ),
   ]
 

@@ -30,7 +30,8 @@ struct QueueNetworkTests {
     }
     let setup: Setup
     do {
-      setup = Setup(server: server, location: try await server.newDatabase(), folder: try Runner.temporaryDirectory())
+      setup = Setup(
+        server: server, location: try await server.newDatabase(), folder: try Runner.temporaryDirectory(), ownsServer: true)
     } catch {
       await server.stop()
       await hosts.remove()

@@ -19,20 +19,26 @@ struct QueueWorkerTests {
     let server: PostgresTestServer
     let location: PostgresLocation
     let folder: String
+    /// Whether the server is this test's alone (stopped with it), not the process's shared one.
+    var ownsServer = false
     var url: String { "postgres://darkroom@/\(location.database)?host=\(server.sockets)" }
 
-    static func start() async throws -> Setup {
-      let server = try await PostgresTestServer.start()
+    /// A database on the process's shared server, or (`ownServer`, for a test that restarts it)
+    /// on a server of the test's own.
+    static func start(ownServer: Bool = false) async throws -> Setup {
+      let server = ownServer ? try await PostgresTestServer.start() : try await PostgresTestServer.shared()
       do {
-        return Setup(server: server, location: try await server.newDatabase(), folder: try Runner.temporaryDirectory())
+        return Setup(
+          server: server, location: try await server.newDatabase(), folder: try Runner.temporaryDirectory(),
+          ownsServer: ownServer)
       } catch {
-        await server.stop()
+        if ownServer { await server.stop() }
         throw error
       }
     }
 
     func stop() async {
-      await server.stop()
+      if ownsServer { await server.stop() }
       try? FileManager.default.removeItem(atPath: folder)
     }
 
@@ -183,7 +189,7 @@ struct QueueWorkerTests {
 
   @Test("PostgreSQL restarted in the middle of a batch: the worker waits, reconnects, and nothing is lost or done twice")
   func databaseRestart() async throws {
-    let setup = try await Setup.start()
+    let setup = try await Setup.start(ownServer: true)
     do {
       let inputs = try setup.inputs(300)
       let pipeline = try setup.pipeline("fit48", Self.fit48)
@@ -193,7 +199,11 @@ struct QueueWorkerTests {
       while (try await setup.numbers("SELECT count(*) FROM darkroom_jobs WHERE state = 'done'").first ?? 0) < 50 {
         try await Task.sleep(for: .milliseconds(20))  // polling the database's count
       }
+      // The worker is held still while the database stops, so that the batch cannot end before
+      // the outage (on a loaded machine, stopping a server can take longer than the batch).
+      kill(worker.process.processIdentifier, SIGSTOP)
       try await setup.server.restart {
+        kill(worker.process.processIdentifier, SIGCONT)
         // While the database is down the worker says it cannot claim, and keeps going.
         await worker.waitForErrorLine { $0.contains("cannot claim jobs") }
       }

@@ -24,39 +24,56 @@ struct PostgresResultStoreTests {
     }
   }
 
+  /// A stored result's bytes: a JPEG's first bytes (a row's bytes must be of its format), then `fill`.
   private func image(_ fill: UInt8, count: Int = 100, expiresIn: TimeInterval = 3_600) -> SharedResult {
     SharedResult(
-      bytes: Array(repeating: fill, count: count), format: .jpeg, width: 30, height: 20, expiresAt: Date() + expiresIn)
+      bytes: [0xFF, 0xD8, 0xFF, 0xE0] + Array(repeating: fill, count: count - 4), format: .jpeg, width: 30, height: 20,
+      expiresAt: Date() + expiresIn)
   }
 
-  @Test("a stored result is read back; expired, too large, or changed in the table it is a miss")
+  @Test("a stored result is read back; expired, too large, changed, copied from another key or undecodable, it is a miss")
   func storeAndRead() async throws {
     try await withStore { store in
       #expect(try await store.result(forKey: "k") == nil)
       try await store.store(image(1), forKey: "k")
-      #expect(try await store.result(forKey: "k")?.bytes == Array(repeating: 1, count: 100))
+      #expect(try await store.result(forKey: "k") == image(1).withExpiry(of: try await store.result(forKey: "k")))
       try await store.store(image(2), forKey: "k")  // replaced
-      #expect(try await store.result(forKey: "k")?.bytes.first == 2)
+      #expect(try await store.result(forKey: "k")?.bytes.last == 2)
       try await store.store(image(3, count: 5_000), forKey: "big")  // over maxBytes: not shared
       #expect(try await store.result(forKey: "big") == nil)
       try await store.store(image(4, expiresIn: -1), forKey: "old")
       #expect(try await store.result(forKey: "old") == nil)
       // Rows changed behind the store's back are misses, never wrong images.
       let hash = PostgresResultStore.hash("k")
+      try await store.store(image(5), forKey: "other")
+      let other = PostgresResultStore.hash("other")
       for tamper: PostgresQuery in [
         "UPDATE darkroom_cache SET bytes = overlay(bytes placing '\\x09'::bytea from 5) WHERE key_sha256 = \(hash)",
         "UPDATE darkroom_cache SET format = 'svg' WHERE key_sha256 = \(hash)",
+        "UPDATE darkroom_cache SET format = 'png' WHERE key_sha256 = \(hash)",
         "UPDATE darkroom_cache SET width = 0 WHERE key_sha256 = \(hash)",
         "UPDATE darkroom_cache SET size = 99 WHERE key_sha256 = \(hash)",
+        // Another key's row, whole: its checksum covers its own key.
+        """
+        UPDATE darkroom_cache c SET bytes = o.bytes, sha256 = o.sha256, size = o.size
+        FROM darkroom_cache o WHERE c.key_sha256 = \(hash) AND o.key_sha256 = \(other)
+        """,
       ] {
         try await store.store(image(2), forKey: "k")
         try await store.client.query(tamper)
         #expect(try await store.result(forKey: "k") == nil)
       }
+      // A row that does not decode is a miss, not a database out of reach.
+      try await store.client.query("ALTER TABLE darkroom_cache ALTER width DROP NOT NULL")
+      try await store.store(image(2), forKey: "k")
+      try await store.client.query("UPDATE darkroom_cache SET width = NULL WHERE key_sha256 = \(hash)")
+      #expect(try await store.result(forKey: "k") == nil)
+      try await store.store(image(6), forKey: "k")  // and it is replaced by the next store
+      #expect(try await store.result(forKey: "k")?.bytes.last == 6)
     }
   }
 
-  @Test("one claim per key in the cluster: a second claimant is refused, and its waiter is woken by the release")
+  @Test("one claim per key in the cluster: a second claimant is refused, and its waiter learns how the render ended")
   func claims() async throws {
     try await withStore { store in
       let entered = AsyncStream<Void>.makeStream()
@@ -64,29 +81,71 @@ struct PostgresResultStoreTests {
       async let first = store.withRenderClaim(forKey: "k") {
         entered.continuation.yield()
         for await _ in proceed.stream { break }
-        try await store.store(self.image(7), forKey: "k")
+        return self.image(7)
       }
       for await _ in entered.stream { break }
       // Held: another claim of the same key is refused without running its body.
       let ran = Protected(false)
-      let second = try await store.withRenderClaim(forKey: "k") { ran.withLock { $0 = true } }
+      let second = try await store.withRenderClaim(forKey: "k") {
+        ran.withLock { $0 = true }
+        return nil
+      }
       #expect(second == false)
       #expect(!ran.value)
-      // Another key is free.
-      let other = try await store.withRenderClaim(forKey: "other") {}
-      #expect(other)
+      // No connection is held while the claimant renders: another key is claimed and stored.
+      #expect(try await store.withRenderClaim(forKey: "other") { self.image(8) })
+      #expect(try await store.result(forKey: "other")?.bytes.last == 8)
       async let woken = store.waitForResult(forKey: "k", timeout: .seconds(60))
+      await eventually { store.waiterCount == 1 }
       proceed.continuation.yield()
       #expect(try await first)
-      #expect(await woken)  // by the release's notification, not the timeout
-      #expect(try await store.result(forKey: "k")?.bytes.first == 7)
-      // A render that fails releases the claim without a result.
-      struct RenderFailed: Error {}
-      await #expect(throws: RenderFailed.self) { try await store.withRenderClaim(forKey: "k2") { throw RenderFailed() } }
-      let again = try await store.withRenderClaim(forKey: "k2") {}
-      #expect(again)
-      #expect(await store.waitForResult(forKey: "nobody", timeout: .milliseconds(10)) == false)
+      #expect(await woken == .stored)  // by the claim's end, not the timeout
+      #expect(try await store.result(forKey: "k")?.bytes.last == 7)
+      // A render that fails ends the claim, and its waiters learn the failure's code.
+      async let failed = store.waitForResult(forKey: "k2", timeout: .seconds(60))
+      await eventually { store.waiterCount == 1 }
+      await #expect(throws: PipelineError.self) {
+        try await store.withRenderClaim(forKey: "k2") {
+          throw PipelineError(.notFound, "no such image")
+        }
+      }
+      #expect(await failed == .failed(.notFound, httpStatus: nil))
+      // An answer not to be shared ends the claim without a result.
+      async let unshared = store.waitForResult(forKey: "k2", timeout: .seconds(60))
+      await eventually { store.waiterCount == 1 }
+      #expect(try await store.withRenderClaim(forKey: "k2") { nil })
+      #expect(await unshared == .unshared)
+      #expect(try await store.result(forKey: "k2") == nil)
+      #expect(await store.waitForResult(forKey: "nobody", timeout: .milliseconds(10)) == nil)
       #expect(store.waiterCount == 0)
     }
+  }
+
+  @Test("a claim whose instance died lapses at its expiry and is taken again; a hostile notification wakes no one")
+  func lapsedClaims() async throws {
+    try await withStore { store in
+      let hash = PostgresResultStore.hash("k")
+      try await store.client.query(
+        "INSERT INTO darkroom_cache_claims VALUES (\(hash), gen_random_uuid(), now() + interval '1 hour')")
+      #expect(try await store.withRenderClaim(forKey: "k") { self.image(1) } == false)
+      try await store.client.query("UPDATE darkroom_cache_claims SET expires_at = now() - interval '1 second'")
+      #expect(try await store.withRenderClaim(forKey: "k") { self.image(1) })
+      #expect(try await store.result(forKey: "k") != nil)
+      for payload in ["\(hash)", "\(hash) stored extra", "\(hash) failed", "\(hash) failed no\u{0}pe", "x stored", ""] {
+        #expect(PostgresResultStore.parse(payload) == nil, "\(payload)")
+      }
+      #expect(PostgresResultStore.parse("\(hash) failed timedOut")?.outcome == .failed(.timedOut, httpStatus: nil))
+      #expect(PostgresResultStore.parse("\(hash) failed httpStatus 404")?.outcome == .failed(.httpStatus, httpStatus: 404))
+      #expect(PostgresResultStore.parse("\(hash) failed httpStatus 4040") == nil)
+    }
+  }
+}
+
+extension SharedResult {
+  /// This result with `other`'s expiry (the database keeps it to the microsecond).
+  fileprivate func withExpiry(of other: SharedResult?) -> SharedResult {
+    var copy = self
+    copy.expiresAt = other?.expiresAt ?? expiresAt
+    return copy
   }
 }

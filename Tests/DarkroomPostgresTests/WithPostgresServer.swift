@@ -2,17 +2,12 @@ import DarkroomPostgres
 import DarkroomPostgresTestServer
 import Testing
 
-/// Runs a suite around one ``PostgresTestServer`` (``PostgresTestServer/current`` inside it).
+/// Runs a suite with the process's shared ``PostgresTestServer`` (``PostgresTestServer/current``
+/// inside it); each test makes a database of its own on it.
 struct WithPostgresServer: SuiteTrait, TestScoping {
   func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-    let server = try await PostgresTestServer.start()
-    do {
-      try await PostgresTestServer.$current.withValue(server) { try await function() }
-    } catch {
-      await server.stop()
-      throw error
-    }
-    await server.stop()
+    let server = try await PostgresTestServer.shared()
+    try await PostgresTestServer.$current.withValue(server) { try await function() }
   }
 }
 
@@ -37,4 +32,10 @@ extension Trait where Self == WithPostgresServer {
 func withNewQueue<T: Sendable>(_ body: @Sendable (PostgresJobQueue) async throws -> T) async throws -> T {
   let location = try await PostgresTestServer.suite.newDatabase()
   return try await PostgresJobQueue.withQueue(at: location) { try await body($0) }
+}
+
+/// Waits, yielding, until `condition` holds (work of another task has arrived), or the test is
+/// cancelled.
+func eventually(_ condition: () -> Bool) async {
+  while !condition() && !Task.isCancelled { await Task.yield() }
 }

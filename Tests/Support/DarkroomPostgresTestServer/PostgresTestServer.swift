@@ -1,3 +1,4 @@
+import CFileShim
 import DarkroomCore
 import DarkroomPostgres
 import Foundation
@@ -137,6 +138,11 @@ public final class PostgresTestServer: Sendable {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    // Nothing else of the test process goes with it: a server started by pg_ctl lives on, and a
+    // pipe another test reads to its end (a child's output) would never end while it did.
+    guard dr_spawn_close_from(&actions, 3) == 0 else {
+      throw Failure(message: "cannot spawn \(command[0]) without the test's descriptors")
+    }
     let argv = command.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
@@ -164,5 +170,43 @@ public final class PostgresTestServer: Sendable {
       throw Failure(message: "PostgreSQL is not installed (scripts/install-deps.sh installs Debian's postgresql)")
     }
     return "\(root)/\(newest)/bin"
+  }
+}
+
+extension PostgresTestServer {
+  /// One server for every test of the process that needs no server of its own (each test still
+  /// gets a database of its own): a cluster per suite or test made the whole suite start about
+  /// fifteen clusters at once, and their `initdb`s starved the databases already running past
+  /// the queue's 15-second limit. Started on first use, stopped when the process exits.
+  public static func shared() async throws -> PostgresTestServer {
+    try await SharedServer.instance.server()
+  }
+
+  /// Stops the server at once from a process that is exiting (no task can be awaited there).
+  fileprivate func stopBlocking() {
+    let command = owner.map { ["/usr/bin/setpriv", "--reuid=\($0)", "--regid=\($0)", "--init-groups"] } ?? []
+    _ = try? Self.spawnAndWait(
+      command + [programs + "/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"], output: "/dev/null")
+    try? FileManager.default.removeItem(atPath: folder)
+  }
+}
+
+/// Starts the shared server once, however many tests ask at once.
+private actor SharedServer {
+  static let instance = SharedServer()
+  /// The server to stop when the process exits.
+  static let started = Protected<PostgresTestServer?>(nil)
+  private var starting: Task<PostgresTestServer, any Error>?
+
+  func server() async throws -> PostgresTestServer {
+    if let starting { return try await starting.value }
+    let task = Task {
+      let server = try await PostgresTestServer.start()
+      Self.started.withLock { $0 = server }
+      atexit { SharedServer.started.value?.stopBlocking() }
+      return server
+    }
+    starting = task
+    return try await task.value
   }
 }
