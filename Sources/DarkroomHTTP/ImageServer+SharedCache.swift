@@ -7,6 +7,8 @@ extension ImageServer {
   /// How long the shared cache is skipped after it could not be reached: an outage costs one
   /// request the store's time limit now and then, not every request.
   static let sharedAwayFor: Duration = .seconds(15)
+  /// How often a waiter looks for the result while no claim's end has woken it.
+  static let clusterPoll: Duration = .milliseconds(250)
 
   /// The answer for `key` with the cluster's help: from the shared cache; or rendered here
   /// holding the cluster's claim on the key (taken only once admitted, so that claims never wait
@@ -38,7 +40,7 @@ extension ImageServer {
         metrics.shared(.rendered)
         return served
       }
-      switch await shared.waitForResult(forKey: key, timeout: Self.clusterWaitLimit) {
+      switch try await waitForClaim(key: key, shared: shared) {
       case .stored:
         if let hit = try await shared.result(forKey: key) { return answer(hit, key: key, outcome: .waited) }
       case .failed(let code, let status) where Self.sharedFailure(code, status):
@@ -63,6 +65,20 @@ extension ImageServer {
       if let served = rendered.value { return served }
       return try await gate.admitted { try await render() }
     }
+  }
+
+  /// Waits for another instance's claim on `key` to end: woken at once by its end, and looking
+  /// for the result every ``clusterPoll`` meanwhile (an end that came before this request began
+  /// to wait is never heard); `nil` after ``clusterWaitLimit``.
+  private func waitForClaim(key: String, shared: any SharedResultStore) async throws -> SharedRenderOutcome? {
+    let deadline = ContinuousClock.now + Self.clusterWaitLimit
+    while ContinuousClock.now < deadline {
+      if let outcome = await shared.waitForResult(forKey: key, timeout: min(Self.clusterPoll, deadline - .now)) {
+        return outcome
+      }
+      if try await shared.result(forKey: key) != nil { return .stored }
+    }
+    return nil
   }
 
   /// Whether another instance's failure is this request's too: the source's own (not found,
