@@ -29,15 +29,22 @@ extension ImageServer {
     }
     do {
       if let hit = try await shared.result(forKey: key) { return answer(hit, key: key, outcome: .hit) }
+      let fromShared = Protected(false)
       let claimed = try await gate.admitted {
         try await shared.withRenderClaim(forKey: key) {
+          // Stored by another instance while this request waited for admission: no render.
+          if let hit = try await shared.result(forKey: key) {
+            rendered.withLock { $0 = self.answer(hit, key: key, outcome: .hit) }
+            fromShared.withLock { $0 = true }
+            return hit
+          }
           let served = try await render()
           rendered.withLock { $0 = served }
           return Self.shareable(served)
         }
       }
       if claimed, let served = rendered.value {
-        metrics.shared(.rendered)
+        if !fromShared.value { metrics.shared(.rendered) }
         return served
       }
       switch try await waitForClaim(key: key, shared: shared) {

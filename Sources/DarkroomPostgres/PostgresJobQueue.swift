@@ -343,21 +343,12 @@ public final class PostgresJobQueue: JobQueue {
   static func bounded<T: Sendable>(
     _ what: String, by timeout: Duration, of database: String, _ body: @escaping @Sendable () async throws -> T
   ) async throws(PipelineError) -> T {
-    do {
-      return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-          try await Task.sleep(for: timeout)
-          return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else {
-          throw PipelineError(.queueUnavailable, "\(database) did not answer within \(timeout) when asked to \(what)")
-        }
-        return value
-      }
-    } catch {
-      throw Self.pipelineError(error, doing: what)
+    // Not a task group: a group waits for its children, and a query already sent does not stop
+    // when cancelled (a table locked by another session held a call for as long as the lock).
+    let timedOut = PipelineError(.queueUnavailable, "\(database) did not answer within \(timeout) when asked to \(what)")
+    switch await BoundedCall.run(timeout: timeout, timedOut: timedOut, body) {
+    case .success(let value): return value
+    case .failure(let error): throw Self.pipelineError(error, doing: what)
     }
   }
 

@@ -110,21 +110,37 @@ public final class PostgresResultStore: SharedResultStore, Service {
     let hash = Self.hash(key)
     let query = storing(result, hash: hash, claim: nil)
     let logger = logger
-    let sweep = stores.wrappingAdd(1, ordering: .relaxed).oldValue % 100 == 0
-    try await database("store a shared result") {
-      try await self.client.query(query, logger: logger)
-      if sweep { try await self.sweep() }
-    }
+    try await database("store a shared result") { try await self.client.query(query, logger: logger) }
+    await sweepNowAndThen()
   }
 
   /// Whether `result` is kept at all: small enough and not expired.
   private func shares(_ result: SharedResult) -> Bool { result.bytes.count <= maxBytes && result.expiresAt > Date() }
 
-  /// Now and then (by whichever instance stores), expired entries and lapsed claims go.
-  private func sweep() async throws {
-    try await client.query("DELETE FROM darkroom_cache WHERE expires_at < now()", logger: logger)
-    try await client.query("DELETE FROM darkroom_cache_claims WHERE expires_at < now()", logger: logger)
+  /// Every 100th store (by whichever instance stores), up to 1,000 expired entries and the
+  /// lapsed claims go, in a call of their own; a sweep that fails is tried again next time.
+  private func sweepNowAndThen() async {
+    guard stores.wrappingAdd(1, ordering: .relaxed).oldValue % 100 == 0 else { return }
+    let logger = logger
+    do throws(PipelineError) {
+      try await database("sweep expired shared results") {
+        try await self.client.query(
+          """
+          DELETE FROM darkroom_cache WHERE key_sha256 IN
+            (SELECT key_sha256 FROM darkroom_cache WHERE expires_at < now() LIMIT 1000)
+          """, logger: logger)
+        try await self.client.query(
+          "DELETE FROM darkroom_cache_claims WHERE \(unescaped: Self.claimOver)", logger: logger)
+      }
+    } catch {
+      logger.warning("the shared cache could not be swept", metadata: ["error": "\(error.message)"])
+    }
   }
+
+  /// When a claim is over: expired, or further away than any claim can be (a claim lasts at most
+  /// a day: a later expiry is not one a store wrote).
+  static let claimOver =
+    "(expires_at < clock_timestamp() OR expires_at > clock_timestamp() + interval '1 day 1 hour')"
 
   /// One statement storing `result` under `hash`; with `claim`, it also ends that claim and
   /// tells the waiters the result is stored (delivered when the statement commits).
@@ -161,6 +177,7 @@ public final class PostgresResultStore: SharedResultStore, Service {
         VALUES (\(hash), \(token), clock_timestamp() + make_interval(secs => \(seconds)))
         ON CONFLICT (key_sha256) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
           WHERE darkroom_cache_claims.expires_at < clock_timestamp()
+            OR darkroom_cache_claims.expires_at > clock_timestamp() + interval '1 day 1 hour'
         RETURNING token
         """, logger: logger)
       {
@@ -174,16 +191,21 @@ public final class PostgresResultStore: SharedResultStore, Service {
       result = try await render()
     } catch {
       let failure = error as? PipelineError
-      let code = failure?.code ?? PipelineError.Code.stageFailed
+      let code = failure?.code ?? (error is CancellationError ? .cancelled : .stageFailed)
       let status = failure?.httpStatus.map { " \($0)" } ?? ""
-      try? await end(hash, token: token, outcome: "failed \(code.rawValue)\(status)")
+      // In a task of its own: a render cancelled by its client must still end its claim, or
+      // the other instances would wait for it until it lapses.
+      await Task { try? await self.end(hash, token: token, outcome: "failed \(code.rawValue)\(status)") }.value
       throw error
     }
     if let result, shares(result) {
       let query = storing(result, hash: hash, claim: token)
-      try await database("store a shared result") { try await self.client.query(query, logger: logger) }
+      try await Task {
+        try await self.database("store a shared result") { try await self.client.query(query, logger: logger) }
+        await self.sweepNowAndThen()
+      }.value
     } else {
-      try await end(hash, token: token, outcome: "unshared")
+      try await Task { try await self.end(hash, token: token, outcome: "unshared") }.value
     }
     return true
   }

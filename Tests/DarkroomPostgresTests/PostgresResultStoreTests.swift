@@ -141,6 +141,61 @@ struct PostgresResultStoreTests {
   }
 }
 
+@Suite("the PostgreSQL shared result store, when things go wrong", .postgresServer, .timeLimit(.minutes(1)))
+struct PostgresResultStoreFailureTests {
+  @Test("a render cancelled by its client still ends its claim: its waiters learn it at once, and the key is free")
+  func cancelledRender() async throws {
+    let location = try await PostgresTestServer.suite.newDatabase()
+    try await PostgresJobQueue.withQueue(at: location) { _ in }
+    let client = PostgresClient(configuration: location.configuration, backgroundLogger: Logger(label: "test"))
+    let store = PostgresResultStore(client: client)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { await client.run() }
+      group.addTask { try await store.run() }
+      defer { group.cancelAll() }
+      let started = AsyncStream<Void>.makeStream()
+      let claimant = Task {
+        try await store.withRenderClaim(forKey: "c") {
+          started.continuation.yield()
+          try await Task.sleep(for: .seconds(600))
+          return nil
+        }
+      }
+      for await _ in started.stream { break }
+      async let outcome = store.waitForResult(forKey: "c", timeout: .seconds(60))
+      await eventually { store.waiterCount == 1 }
+      claimant.cancel()
+      #expect(await outcome == .failed(.cancelled, httpStatus: nil))
+      let free = try await store.withRenderClaim(forKey: "c") { nil }
+      #expect(free)
+    }
+  }
+
+  @Test("a call held by a lock another session keeps ends at its time limit, as queueUnavailable")
+  func lockedTable() async throws {
+    let location = try await PostgresTestServer.suite.newDatabase()
+    try await PostgresJobQueue.withQueue(at: location) { _ in }
+    let client = PostgresClient(configuration: location.configuration, backgroundLogger: Logger(label: "test"))
+    let store = PostgresResultStore(client: client, operationTimeout: .milliseconds(300))
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { await client.run() }
+      defer { group.cancelAll() }
+      let locker = try await PostgresConnection.connect(
+        configuration: .init(
+          unixSocketPath: try PostgresTestServer.suite.sockets + "/.s.PGSQL.5432", username: "darkroom", password: nil,
+          database: location.database), id: 9, logger: Logger(label: "test"))
+      try await locker.query("BEGIN", logger: Logger(label: "test"))
+      try await locker.query("LOCK TABLE darkroom_cache IN ACCESS EXCLUSIVE MODE", logger: Logger(label: "test"))
+      // The lock is held until after the call: the call must end by itself.
+      let error = await #expect(throws: PipelineError.self) { _ = try await store.result(forKey: "k") }
+      #expect(error?.code == .queueUnavailable)
+      try await locker.query("ROLLBACK", logger: Logger(label: "test"))
+      try await locker.close()
+      #expect(try await store.result(forKey: "k") == nil)
+    }
+  }
+}
+
 extension SharedResult {
   /// This result with `other`'s expiry (the database keeps it to the microsecond).
   fileprivate func withExpiry(of other: SharedResult?) -> SharedResult {
