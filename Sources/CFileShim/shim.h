@@ -57,7 +57,6 @@ static inline int dr_rename_exchange(int olddirfd, const char *oldpath, int newd
 #endif
 }
 
-
 #ifdef __linux__
 #include <spawn.h>
 // glibc 2.34's posix_spawn_file_actions_addclosefrom_np (not exported to Swift without _GNU_SOURCE).

@@ -67,5 +67,4 @@ struct EnqueueCommand: AsyncParsableCommand {
       throw ExitStatus.inputsFailed
     }
   }
-
 }

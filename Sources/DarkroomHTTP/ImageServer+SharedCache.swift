@@ -47,15 +47,15 @@ extension ImageServer {
         if !fromShared.value { metrics.shared(.rendered) }
         return served
       }
-      switch try await waitForClaim(key: key, shared: shared) {
-      case .stored:
-        if let hit = try await shared.result(forKey: key) { return answer(hit, key: key, outcome: .waited) }
+      let ended = try await waitForClaim(key: key, shared: shared)
+      if let hit = ended.stored { return answer(hit, key: key, outcome: .waited) }
+      switch ended.outcome {
       case .failed(let code, let status) where Self.sharedFailure(code, status):
         metrics.shared(.waited)
         var error = PipelineError(code, "another instance's render of this image failed (\(code))")
         error.httpStatus = status
         throw error
-      case .failed, .unshared, nil:
+      case .failed, .unshared, .stored, nil:
         break
       }
       // Not shared by the other instance: rendered here, and shared when it can be.
@@ -76,16 +76,23 @@ extension ImageServer {
 
   /// Waits for another instance's claim on `key` to end: woken at once by its end, and looking
   /// for the result every ``clusterPoll`` meanwhile (an end that came before this request began
-  /// to wait is never heard); `nil` after ``clusterWaitLimit``.
-  private func waitForClaim(key: String, shared: any SharedResultStore) async throws -> SharedRenderOutcome? {
+  /// to wait is never heard). How the claim ended (`nil` after ``clusterWaitLimit``), and the
+  /// stored result, read once, when there is one.
+  private func waitForClaim(key: String, shared: any SharedResultStore) async throws -> (
+    outcome: SharedRenderOutcome?, stored: SharedResult?
+  ) {
     let deadline = ContinuousClock.now + Self.clusterWaitLimit
     while ContinuousClock.now < deadline {
-      if let outcome = await shared.waitForResult(forKey: key, timeout: min(Self.clusterPoll, deadline - .now)) {
-        return outcome
+      let outcome = await shared.waitForResult(forKey: key, timeout: min(Self.clusterPoll, deadline - .now))
+      switch outcome {
+      case .stored, nil:
+        if let hit = try await shared.result(forKey: key) { return (.stored, hit) }
+        if outcome != nil { return (outcome, nil) }
+      case .failed, .unshared:
+        return (outcome, nil)
       }
-      if try await shared.result(forKey: key) != nil { return .stored }
     }
-    return nil
+    return (nil, nil)
   }
 
   /// Whether another instance's failure is this request's too: the source's own (not found,

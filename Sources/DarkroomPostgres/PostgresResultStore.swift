@@ -130,17 +130,18 @@ public final class PostgresResultStore: SharedResultStore, Service {
             (SELECT key_sha256 FROM darkroom_cache WHERE expires_at < now() LIMIT 1000)
           """, logger: logger)
         try await self.client.query(
-          "DELETE FROM darkroom_cache_claims WHERE \(unescaped: Self.claimOver)", logger: logger)
+          "DELETE FROM darkroom_cache_claims WHERE \(unescaped: Self.claimOver("darkroom_cache_claims"))", logger: logger)
       }
     } catch {
       logger.warning("the shared cache could not be swept", metadata: ["error": "\(error.message)"])
     }
   }
 
-  /// When a claim is over: expired, or further away than any claim can be (a claim lasts at most
-  /// a day: a later expiry is not one a store wrote).
-  static let claimOver =
-    "(expires_at < clock_timestamp() OR expires_at > clock_timestamp() + interval '1 day 1 hour')"
+  /// When a claim (a row of `table`) is over: expired, or further away than any claim can be (a
+  /// claim lasts at most a day: a later expiry is not one a store wrote).
+  static func claimOver(_ table: String) -> String {
+    "(\(table).expires_at < clock_timestamp() OR \(table).expires_at > clock_timestamp() + interval '1 day 1 hour')"
+  }
 
   /// One statement storing `result` under `hash`; with `claim`, it also ends that claim and
   /// tells the waiters the result is stored (delivered when the statement commits).
@@ -176,8 +177,7 @@ public final class PostgresResultStore: SharedResultStore, Service {
         INSERT INTO darkroom_cache_claims (key_sha256, token, expires_at)
         VALUES (\(hash), \(token), clock_timestamp() + make_interval(secs => \(seconds)))
         ON CONFLICT (key_sha256) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-          WHERE darkroom_cache_claims.expires_at < clock_timestamp()
-            OR darkroom_cache_claims.expires_at > clock_timestamp() + interval '1 day 1 hour'
+          WHERE \(unescaped: Self.claimOver("darkroom_cache_claims"))
         RETURNING token
         """, logger: logger)
       {

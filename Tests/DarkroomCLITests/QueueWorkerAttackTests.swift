@@ -14,25 +14,13 @@ import Testing
 struct QueueWorkerAttackTests {
   typealias Setup = QueueWorkerTests.Setup
 
-  /// Runs `body` with a fresh setup, stopped whatever happens.
-  func withSetup(_ body: (Setup) async throws -> Void) async throws {
-    let setup = try await Setup.start()
-    do {
-      try await body(setup)
-    } catch {
-      await setup.stop()
-      throw error
-    }
-    await setup.stop()
-  }
-
   @Test("a second SIGTERM cancels the jobs in hand and gives them back: queued again, the attempt not counted")
   func secondSignalReleases() async throws {
     // Two origins: two transfers to one host would wait for each other's first answer (libcurl
     // waits to multiplex), and the second job would not start fetching.
     let first = try await TestHTTPServer.start(routes: ["/slow.jpg": .slowHeaders(delay: .seconds(600), then: .status(500))])
     let second = try await TestHTTPServer.start(routes: ["/slow.jpg": .slowHeaders(delay: .seconds(600), then: .status(500))])
-    try await withSetup { setup in
+    try await Setup.with { setup in
       let pipeline = try setup.pipeline(
         "fetch", #"{"version": 1, "stages": [{"stage": "fetch", "allowHosts": ["127.0.0.1"], "retries": 0}]}"#)
       let enqueued = try await Runner.run([
@@ -58,7 +46,7 @@ struct QueueWorkerAttackTests {
 
   @Test("an output over --max-stored-bytes without a shared folder fails its job at once with tooLarge, said once")
   func resultTooLarge() async throws {
-    try await withSetup { setup in
+    try await Setup.with { setup in
       let inputs = try setup.inputs(1)
       let pipeline = try setup.pipeline("fit48", QueueWorkerTests.fit48)
       #expect(try await Runner.run(["enqueue", pipeline, inputs, "--queue", setup.url, "--batch", "big"]).status == 0)
@@ -77,7 +65,7 @@ struct QueueWorkerAttackTests {
 
   @Test("run --queue keeps a file a write stage may not overwrite, and makes a new batch when an input changes")
   func overwriteAndChangedInputs() async throws {
-    try await withSetup { setup in
+    try await Setup.with { setup in
       let inputs = try setup.inputs(2)
       let keep = try setup.pipeline(
         "keep",
@@ -109,7 +97,7 @@ struct QueueWorkerAttackTests {
 
   @Test("a queued pipeline may not write files on the workers; a source too long for the queue fails alone")
   func confinedPipelinesAndLongSources() async throws {
-    try await withSetup { setup in
+    try await Setup.with { setup in
       let inputs = try setup.inputs(1)
       let notes = try setup.pipeline(
         "notes",

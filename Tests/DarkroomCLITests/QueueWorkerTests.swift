@@ -42,6 +42,18 @@ struct QueueWorkerTests {
       try? FileManager.default.removeItem(atPath: folder)
     }
 
+    /// Runs `body` with a new setup (see ``start(ownServer:)``), stopped whatever happens.
+    static func with(ownServer: Bool = false, _ body: (Setup) async throws -> Void) async throws {
+      let setup = try await start(ownServer: ownServer)
+      do {
+        try await body(setup)
+      } catch {
+        await setup.stop()
+        throw error
+      }
+      await setup.stop()
+    }
+
     /// Integers from a query on the test's database.
     func numbers(_ query: PostgresQuery) async throws -> [Int64] {
       try await PostgresJobQueue.withQueue(at: location, preparing: false) { queue in
@@ -106,8 +118,7 @@ struct QueueWorkerTests {
 
   @Test("run --queue writes the files run writes, with variants and write stages; run again, it recomputes nothing")
   func runQueuedMatchesRun() async throws {
-    let setup = try await Setup.start()
-    do {
+    try await Setup.with { setup in
       let inputs = try setup.inputs(8)
       let written = try setup.pipeline(
         "written",
@@ -133,17 +144,12 @@ struct QueueWorkerTests {
       // Every job done once: one claim and one completion each in the ledger.
       #expect(try await setup.numbers("SELECT count(*) FROM darkroom_ledger WHERE event = 'done'") == [16])
       #expect(try await setup.numbers("SELECT count(*) FROM darkroom_ledger WHERE event = 'claimed'") == [16])
-    } catch {
-      await setup.stop()
-      throw error
     }
-    await setup.stop()
   }
 
   @Test("1,000 jobs, 3 workers, one killed with SIGKILL at 30 %: each job done once, outputs as run's, only its jobs redone")
   func killedWorker() async throws {
-    let setup = try await Setup.start()
-    do {
+    try await Setup.with { setup in
       let inputs = try setup.inputs(1_000)
       let pipeline = try setup.pipeline("fit48", Self.fit48)
       let reference = setup.folder + "/reference"
@@ -180,17 +186,12 @@ struct QueueWorkerTests {
       let redone = try await setup.numbers(
         "SELECT job_id FROM darkroom_ledger WHERE event = 'claimed' GROUP BY job_id HAVING count(*) > 1 ORDER BY job_id")
       #expect(redone.count <= 4 && Set(redone).isSubset(of: Set(held)), "redone \(redone), held \(held)")
-    } catch {
-      await setup.stop()
-      throw error
     }
-    await setup.stop()
   }
 
   @Test("PostgreSQL restarted in the middle of a batch: the worker waits, reconnects, and nothing is lost or done twice")
   func databaseRestart() async throws {
-    let setup = try await Setup.start(ownServer: true)
-    do {
+    try await Setup.with(ownServer: true) { setup in
       let inputs = try setup.inputs(300)
       let pipeline = try setup.pipeline("fit48", Self.fit48)
       let enqueued = try await Runner.run(["enqueue", pipeline, inputs, "--queue", setup.url, "--batch", "restart"])
@@ -217,10 +218,6 @@ struct QueueWorkerTests {
       let output = setup.folder + "/downloaded"
       let results = try await Runner.run(["batch", "results", "restart", "--queue", setup.url, "-o", output])
       #expect(results.status == 0 && results.stderr.contains("wrote 300 files"), "\(results.stderr)")
-    } catch {
-      await setup.stop()
-      throw error
     }
-    await setup.stop()
   }
 }

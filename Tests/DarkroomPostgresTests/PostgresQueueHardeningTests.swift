@@ -11,13 +11,9 @@ import Testing
 struct PostgresQueueHardeningTests {
   private let pipeline = #"{"version": 1, "name": "t", "stages": []}"#
 
-  private func withQueue<T: Sendable>(_ body: @Sendable (PostgresJobQueue) async throws -> T) async throws -> T {
-    try await withNewQueue(body)
-  }
-
   @Test("a job whose worker always dies is dead after maxAttempts expired leases, not claimed for ever")
   func poisonJob() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       let batch = try await queue.enqueue(batch: "poison", pipeline: pipeline, sources: ["crash.jpg"])
       var attempts: [Int] = []
       for _ in 0..<5 {
@@ -37,7 +33,7 @@ struct PostgresQueueHardeningTests {
 
   @Test("a source of 8,192 bytes that does not compress is queued, and queued once")
   func longSource() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       var generator = SystemRandomNumberGenerator()
       let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
       let long =
@@ -52,7 +48,7 @@ struct PostgresQueueHardeningTests {
 
   @Test("NUL bytes and long texts are stored bounded in bytes: an error, a result name, a worker name")
   func storedTexts() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       _ = try await queue.enqueue(batch: "text", pipeline: pipeline, sources: ["a.jpg", "b.jpg"])
       let heavy = "e" + String(repeating: "\u{301}", count: 5_000)  // one character, 10,001 bytes
       let leases = try await queue.claim(worker: "w\u{0}" + heavy, limit: 2, lease: .seconds(30), maxAttempts: 3)
@@ -75,7 +71,7 @@ struct PostgresQueueHardeningTests {
 
   @Test("a pipeline over 1 MiB is refused, and a claim carries each batch's pipeline once")
   func pipelineSize() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       let huge = #"{"version": 1, "name": ""# + String(repeating: "x", count: PostgresJobQueue.maxPipelineBytes) + #""}"#
       await #expect(throws: PipelineError.self) { try await queue.enqueue(batch: "huge", pipeline: huge, sources: ["a"]) }
       let big = #"{"version": 1, "name": ""# + String(repeating: "y", count: 100_000) + #"", "stages": []}"#
@@ -87,7 +83,7 @@ struct PostgresQueueHardeningTests {
 
   @Test("a lease for a job that does not exist: false, nil and false, with no ledger row")
   func missingJob() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       let batch = try await queue.enqueue(batch: "b", pipeline: pipeline, sources: ["a.jpg"])
       let ghost = JobLease(
         job: 999_999, batch: batch.id, source: "x", pipeline: pipeline, worker: "w", attempt: 1, token: UUID(), expiresAt: Date())

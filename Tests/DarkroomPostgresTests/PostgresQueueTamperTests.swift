@@ -12,13 +12,9 @@ import Testing
 struct PostgresQueueTamperTests {
   private let pipeline = #"{"version": 1, "name": "t", "stages": []}"#
 
-  private func withQueue<T: Sendable>(_ body: @Sendable (PostgresJobQueue) async throws -> T) async throws -> T {
-    try await withNewQueue(body)
-  }
-
   @Test("an attempts count at Int32.max and leases at infinity or NULL never stop claims; those jobs are claimed again")
   func attemptsAndLeases() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       _ = try await queue.enqueue(batch: "t", pipeline: pipeline, sources: ["/a.jpg", "/b.jpg", "/c.jpg"])
       try await queue.client.query("UPDATE darkroom_jobs SET attempts = 2147483647 WHERE source = '/a.jpg'")
       try await queue.client.query(
@@ -34,7 +30,7 @@ struct PostgresQueueTamperTests {
 
   @Test("output names stay unique in a batch across enqueues, without regard to case")
   func uniqueNames() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       let first = try await queue.enqueue(
         batch: "n", pipeline: pipeline, pipelineName: "p", sources: [JobSource("/a/x.jpg", name: "x")])
       _ = try await queue.enqueue(
@@ -50,7 +46,7 @@ struct PostgresQueueTamperTests {
 
   @Test("a done job whose result row was deleted, or whose bytes grew, is reported; a pipeline grown past 1 MiB is read as none")
   func missingResultsAndGrownPipelines() async throws {
-    try await withQueue { queue in
+    try await withNewQueue { queue in
       let batch = try await queue.enqueue(batch: "r", pipeline: pipeline, sources: ["/a.jpg", "/b.jpg"])
       for lease in try await queue.claim(worker: "w", limit: 2, lease: .seconds(30), maxAttempts: 3) {
         let results = [JobResult(bytes: [1, 2, 3], name: lease.source.dropFirst() + ".1"), JobResult(bytes: [4], name: "z")]
