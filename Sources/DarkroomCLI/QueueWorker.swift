@@ -71,29 +71,34 @@ struct QueueWorker: Sendable {
         var running = 0
         var backoff: Duration = .zero
         var failingSince: ContinuousClock.Instant?
-        // The pauses still sleeping: one cut short by a job's end is cancelled once the work is
-        // over, so that the group never waits for it (it held the end of every run --queue for
-        // up to 200 ms).
-        var sleepers: [Int: Task<Void, Never>] = [:]
         var pauses = 0
         func ended(_ child: Int??) {
-          switch child {
-          case .some(.none): running -= 1
-          case .some(.some(let pause)): sleepers[pause] = nil
-          case .none: break
-          }
+          if case .some(.none) = child { running -= 1 }
         }
         func pause(_ duration: Duration) async {
           pauses += 1
           let number = pauses
           let sleeper = Task<Void, Never> { _ = try? await Task.sleep(for: duration) }
-          sleepers[number] = sleeper
           group.addTask {
             await sleeper.value
             return number
           }
-          // A job's end (its slot is free again) or a pause's, whichever comes first.
-          ended(await group.next())
+          // Until this pause ends or a job does (its slot is free again). A pause cut short is
+          // cancelled at once, and its end, coming later, ends no other pause: left sleeping,
+          // each cut one made every later pause shorter (idle workers polled ever faster), and
+          // the group waited for them when the work was over.
+          while true {
+            switch await group.next() {
+            case .some(.none):
+              running -= 1
+              sleeper.cancel()
+              return
+            case .some(.some(let ended)) where ended != number:
+              continue  // an earlier pause, cut short
+            default:
+              return
+            }
+          }
         }
         while !(signals?.stopRequested ?? false), !Task.isCancelled {
           let free = settings.held - running
@@ -133,7 +138,6 @@ struct QueueWorker: Sendable {
             await pause(settings.idlePoll)
           }
         }
-        for sleeper in sleepers.values { sleeper.cancel() }
         await group.waitForAll()
       }
     }

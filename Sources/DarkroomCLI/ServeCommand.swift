@@ -125,7 +125,8 @@ struct ServeCommand: AsyncParsableCommand {
         throw error.code == .queueUnavailable ? ExitStatus.inUseElsewhere : ExitCode.validationFailure
       }
       // Renders hold no connection (a claim is a row); lookups and stores share the pool.
-      var configuration = location.configuration
+      // The server ends a statement before the store's 3-second limit gives up on it.
+      var configuration = location.configuration(statementTimeout: .milliseconds(2_500))
       configuration.options.maximumConnections = settings.concurrency + Self.sharedCacheSpareConnections
       let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
       // A claim outlasts the longest render (the time limit) before it lapses.

@@ -60,7 +60,9 @@ public final class PostgresJobQueue: JobQueue {
     storage: ResultStorage = ResultStorage(), _ body: @Sendable (PostgresJobQueue) async throws -> Result
   ) async throws -> Result {
     try await location.checkConnection(logger: logger)
-    let client = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
+    // The server ends a statement a second before the queue gives up on it.
+    let client = PostgresClient(
+      configuration: location.configuration(statementTimeout: operationTimeout - .seconds(1)), backgroundLogger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { await client.run() }
       defer { group.cancelAll() }
@@ -164,8 +166,37 @@ public final class PostgresJobQueue: JobQueue {
     let logger = logger
     return try await database("claim jobs") {
       var claimed: [(Int64, UUID, String, Int, UUID, Date, String)] = []
-      let statement = ClaimStatement(maxAttempts: maxAttempts, batch: only, limit: limit, seconds: seconds, worker: worker)
-      for try await row in try await self.client.execute(statement, logger: logger) { claimed.append(row) }
+      let rows = try await self.client.query(
+        """
+        WITH exhausted AS (
+          UPDATE darkroom_jobs SET state = 'dead', lease_expires_at = NULL, last_error_code = 'timedOut',
+            last_error = 'its lease expired on attempt ' || attempts || ': the worker stopped while it ran', updated_at = now()
+          WHERE id IN (
+            SELECT id FROM darkroom_jobs WHERE state = 'running' AND \(unescaped: Self.leaseOver) AND attempts >= \(maxAttempts)
+            FOR UPDATE SKIP LOCKED)
+          RETURNING id, attempts, worker, lease_token
+        ), buried AS (
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token, detail)
+          SELECT id, 'dead', coalesce(worker, ''), attempts, lease_token, 'lease expired' FROM exhausted
+        ), picked AS (
+          SELECT id FROM darkroom_jobs
+          WHERE (state = 'queued' OR (state = 'running' AND \(unescaped: Self.leaseOver) AND attempts < \(maxAttempts)))
+            AND (\(only)::uuid IS NULL OR batch_id = \(only))
+          ORDER BY id FOR UPDATE SKIP LOCKED LIMIT \(limit)
+        ), claimed AS (
+          -- Attempts as stored are not trusted: counted from 0 to 1,000,000, never overflowing.
+          UPDATE darkroom_jobs j SET state = 'running', attempts = least(greatest(j.attempts, 0), 1000000) + 1,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds)), worker = \(worker), updated_at = now()
+          FROM picked WHERE j.id = picked.id
+          RETURNING j.id, j.batch_id, j.source, j.attempts, j.lease_token, j.lease_expires_at, j.name
+        ), logged AS (
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
+          SELECT id, 'claimed', \(worker), attempts, lease_token FROM claimed
+        )
+        SELECT id, batch_id, source, attempts, lease_token, lease_expires_at, name FROM claimed ORDER BY id
+        """, logger: logger)
+      for try await row in rows.decode((Int64, UUID, String, Int, UUID, Date, String).self) { claimed.append(row) }
       // Each batch's pipeline once, however many of its jobs were claimed.
       let known = self.pipelines.value
       let unknown = Array(Set(claimed.map(\.1)).filter { known[$0] == nil })
@@ -225,10 +256,24 @@ public final class PostgresJobQueue: JobQueue {
       // The usual case in one statement (one round trip): the job marked done under this lease,
       // its results and its ledger row, or nothing at all.
       var owned = false
-      let statement = CompleteStatement(
-        resultCount: stored.count, job: lease.job, token: lease.token, names: names, bytes: bytes, shared: shared,
-        digests: digests, sizes: sizes, keep: keep, worker: worker, attempt: lease.attempt)
-      for try await _ in try await self.client.execute(statement, logger: logger) {
+      for try await _ in try await self.client.query(
+        """
+        WITH done AS (
+          UPDATE darkroom_jobs SET state = 'done', lease_expires_at = NULL, updated_at = now(),
+            result_count = \(stored.count)
+          WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
+        ), stored AS (
+          INSERT INTO darkroom_results (job_id, name, bytes, sha256, size, keep_existing)
+          SELECT done.id, r.name, CASE WHEN r.shared THEN NULL ELSE r.bytes END, r.sha256, r.size, r.keep
+          FROM done, unnest(\(names)::text[], \(bytes)::bytea[], \(shared)::boolean[], \(digests)::text[], \(sizes)::bigint[],
+            \(keep)::boolean[]) AS r (name, bytes, shared, sha256, size, keep)
+        ), logged AS (
+          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
+          SELECT id, 'done', \(worker), \(lease.attempt), \(lease.token) FROM done
+        )
+        SELECT id FROM done
+        """, logger: logger)
+      {
         owned = true
       }
       if owned { return true }

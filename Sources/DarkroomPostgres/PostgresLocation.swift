@@ -117,6 +117,21 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
       host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: tls)
   }
 
+  /// postgres-nio's client configuration for this location, its statements ended by the server
+  /// after `statementTimeout` (`statement_timeout`): a call its client gave up on (a lock held
+  /// elsewhere) must not go on and commit afterwards, nor keep its connection.
+  ///
+  /// ```swift
+  /// let client = PostgresClient(configuration: location.configuration(statementTimeout: .seconds(14)))
+  /// ```
+  public func configuration(statementTimeout: Duration) -> PostgresClient.Configuration {
+    var configuration = configuration
+    let milliseconds = max(
+      1, statementTimeout.components.seconds * 1_000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000)
+    configuration.options.additionalStartupParameters.append(("statement_timeout", "\(milliseconds)"))
+    return configuration
+  }
+
   /// Connects once and hangs up, so that a queue that cannot be reached fails at once with its
   /// cause (no such socket, connection refused, a login refused) instead of after the pool's
   /// own retries.

@@ -106,6 +106,37 @@ struct PostgresQueueHardeningTests {
     #expect(ContinuousClock.now - started < .seconds(10))
     #expect(refused?.code == .queueUnavailable && refused?.message.contains("no-such-folder") == true)
   }
+
+  @Test("a claim held by another session's lock past the queue's limit fails, and never claims afterwards")
+  func claimBehindALock() async throws {
+    let location = try await PostgresTestServer.suite.newDatabase()
+    try await PostgresJobQueue.withQueue(at: location) { queue in
+      _ = try await queue.enqueue(batch: "locked", pipeline: pipeline, sources: ["a.jpg", "b.jpg"])
+      let logger = Logger(label: "test")
+      let locker = try await PostgresConnection.connect(
+        configuration: .init(
+          unixSocketPath: try PostgresTestServer.suite.sockets + "/.s.PGSQL.5432", username: "darkroom", password: nil,
+          database: location.database), id: 9, logger: logger)
+      try await locker.query("BEGIN", logger: logger)
+      try await locker.query("LOCK TABLE darkroom_jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
+      let error = await #expect(throws: PipelineError.self) {
+        _ = try await queue.claim(worker: "w", limit: 2, lease: .seconds(60), maxAttempts: 3)
+      }
+      #expect(error?.code == .queueUnavailable)
+      try await locker.query("COMMIT", logger: logger)
+      try await locker.close()
+      // The statement the queue gave up on was ended by the server, not left to claim the jobs
+      // for nobody once the lock went.
+      var running: [Int64] = []
+      for try await count in try await queue.client.query("SELECT count(*) FROM darkroom_jobs WHERE state <> 'queued'")
+        .decode(Int64.self)
+      {
+        running.append(count)
+      }
+      #expect(running == [0])
+      #expect(try await queue.claim(worker: "w", limit: 2, lease: .seconds(60), maxAttempts: 3).count == 2)
+    }
+  }
 }
 
 @Suite("postgres:// URLs under attack")
