@@ -61,7 +61,8 @@ struct EnqueueCommand: AsyncParsableCommand {
     }
   }
 
-  private static func requireInputs(_ plan: QueuePlan) throws {
+  /// Fails (exit 1) when the plan has no job: before the queue is asked for anything.
+  static func requireInputs(_ plan: QueuePlan) throws {
     if plan.jobs.isEmpty {
       Terminal.error("error: no inputs: the given folders hold no image files, or the input list is empty")
       throw ExitStatus.inputsFailed

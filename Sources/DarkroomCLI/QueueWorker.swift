@@ -21,6 +21,10 @@ struct QueueWorker: Sendable {
     /// Jobs held at once: twice the slots, so that the next job's claim and the last one's
     /// commit overlap the renders instead of leaving a core idle while the database answers.
     var held: Int { slots * 2 }
+    /// A claim waits until this many held jobs have ended (as many as the slots): one claim then
+    /// refills them together, instead of one claim per job, while the jobs still in hand keep
+    /// every slot busy.
+    var claimStep: Int { max(1, min(slots, held)) }
     /// How long a claim lasts without a heartbeat.
     var lease: Duration = .seconds(30)
     /// How often leases are renewed; a third of the lease by default.
@@ -66,14 +70,23 @@ struct QueueWorker: Sendable {
   func run(signals: StopSignals?, finished: @escaping @Sendable () async -> Bool) async -> Report {
     let report = Protected(Report())
     let work = Task {
-      // Each child says what ended: a job (nil) or a pause (its number).
-      await withTaskGroup(of: Int?.self) { group in
+      await withTaskGroup(of: Ended.self) { group in
         var running = 0
         var backoff: Duration = .zero
         var failingSince: ContinuousClock.Instant?
         var pauses = 0
-        func ended(_ child: Int??) {
-          if case .some(.none) = child { running -= 1 }
+        func start(_ leases: [JobLease]) {
+          for lease in leases {
+            running += 1
+            group.addTask { .job(claimed: await runJob(lease, report: report, signals: signals)) }
+          }
+        }
+        /// A job that ended frees its slot, and starts the jobs claimed with its completion.
+        func ended(_ child: Ended?) {
+          if case .job(let claimed) = child {
+            running -= 1
+            start(claimed)
+          }
         }
         func pause(_ duration: Duration) async {
           pauses += 1
@@ -81,7 +94,7 @@ struct QueueWorker: Sendable {
           let sleeper = Task<Void, Never> { _ = try? await Task.sleep(for: duration) }
           group.addTask {
             await sleeper.value
-            return number
+            return .pause(number)
           }
           // Until this pause ends or a job does (its slot is free again). A pause cut short is
           // cancelled at once, and its end, coming later, ends no other pause: left sleeping,
@@ -89,11 +102,11 @@ struct QueueWorker: Sendable {
           // the group waited for them when the work was over.
           while true {
             switch await group.next() {
-            case .some(.none):
-              running -= 1
+            case .job(let claimed):
+              ended(.job(claimed: claimed))
               sleeper.cancel()
               return
-            case .some(.some(let ended)) where ended != number:
+            case .pause(let ended) where ended != number:
               continue  // an earlier pause, cut short
             default:
               return
@@ -102,7 +115,7 @@ struct QueueWorker: Sendable {
         }
         while !(signals?.stopRequested ?? false), !Task.isCancelled {
           let free = settings.held - running
-          if free <= 0 {
+          if free < settings.claimStep {
             ended(await group.next())
             continue
           }
@@ -115,6 +128,8 @@ struct QueueWorker: Sendable {
             backoff = .zero
             failingSince = nil
           } catch {
+            // A claim cut short by a stopping signal is no failure of the queue's.
+            if Task.isCancelled || (signals?.stopRequested ?? false) { break }
             let since = failingSince ?? ContinuousClock.now
             failingSince = since
             if let limit = settings.giveUpAfter, ContinuousClock.now - since >= limit {
@@ -126,19 +141,14 @@ struct QueueWorker: Sendable {
             await pause(backoff)
             continue
           }
-          for lease in leases {
-            running += 1
-            group.addTask {
-              await runJob(lease, report: report, signals: signals)
-              return nil
-            }
-          }
+          start(leases)
           if leases.isEmpty {
             if running == 0, await finished() { break }
             await pause(settings.idlePoll)
           }
         }
-        await group.waitForAll()
+        // Jobs claimed with the last completions are worked too: they are this worker's now.
+        while let child = await group.next() { ended(child) }
       }
     }
     signals?.onCancel { work.cancel() }
@@ -146,7 +156,15 @@ struct QueueWorker: Sendable {
     return report.value
   }
 
-  private func runJob(_ lease: JobLease, report: Protected<Report>, signals: StopSignals?) async {
+  /// What a child of the worker's task group ended: a job (with the jobs claimed along with its
+  /// completion) or a pause (its number).
+  private enum Ended: Sendable {
+    case job(claimed: [JobLease])
+    case pause(Int)
+  }
+
+  /// Runs one job and ends it with the queue; the jobs claimed along with its completion.
+  private func runJob(_ lease: JobLease, report: Protected<Report>, signals: StopSignals?) async -> [JobLease] {
     let keeper = LeaseKeeper(
       queue: queue, lease: lease, length: settings.lease, interval: settings.heartbeat ?? settings.lease / 3)
     let rendered = await withTaskGroup(of: Result<[JobResult], PipelineError>?.self) { group in
@@ -174,35 +192,51 @@ struct QueueWorker: Sendable {
     }
     if keeper.isLost {
       report.withLock { $0.lost += 1 }
-      return
+      return []
     }
     // The job is ended with the queue even when a second signal cancelled this worker: outside
     // the cancelled task, so that a result made is committed and a job cut short is given back.
     let cancelled = signals?.cancelRequested ?? false
-    await Task.detached { [self] in
-      await end(lease, with: rendered, keeper: keeper, report: report, cancelled: cancelled)
+    // The next job is claimed with this one's completion (one call to the queue instead of two),
+    // unless the worker is stopping.
+    let next = ClaimRequest(
+      limit: signals?.stopRequested ?? false ? 0 : 1, lease: settings.lease, maxAttempts: settings.maxAttempts,
+      batch: settings.batch)
+    return await Task.detached { [self] in
+      await end(lease, with: rendered, claiming: next, keeper: keeper, report: report, cancelled: cancelled)
     }.value
   }
 
-  /// Commits the job's results, records its failure, or gives it back.
+  /// Commits the job's results, records its failure, or gives it back; the jobs claimed along
+  /// with a completion.
   private func end(
-    _ lease: JobLease, with rendered: Result<[JobResult], PipelineError>, keeper: LeaseKeeper, report: Protected<Report>,
-    cancelled: Bool
-  ) async {
+    _ lease: JobLease, with rendered: Result<[JobResult], PipelineError>, claiming next: ClaimRequest,
+    keeper: LeaseKeeper, report: Protected<Report>, cancelled: Bool
+  ) async -> [JobLease] {
     switch rendered {
     case .success(let results):
-      switch await retrying(keeper, { () async throws(PipelineError) in try await queue.complete(lease, with: results) }) {
-      case .success(true):
+      // Only the first try claims: a try whose answer was lost may have claimed already, and
+      // each claiming retry would leave more jobs claimed for nobody until their lease ends.
+      var claim = next
+      let ended = await retrying(keeper) { () async throws(PipelineError) in
+        defer { claim.limit = 0 }
+        return try await queue.complete(lease, with: results, thenClaiming: claim)
+      }
+      switch ended {
+      case .success((true, let claimed)):
         report.withLock { $0.done += 1 }
         await committed?(lease, results)
-      case .success(false):
+        return claimed
+      case .success((false, let claimed)):
         report.withLock { $0.lost += 1 }  // fenced: another worker holds the job now
+        return claimed
       case .failure(let error) where error.code == .queueUnavailable:
         report.withLock { $0.lost += 1 }  // the lease ran out while the database was away
       case .failure(let error):
         // The results cannot be stored (too large without a shared folder, a shared folder that
         // cannot be written): the job fails with that error, like a failed render.
-        await end(lease, with: .failure(error), keeper: keeper, report: report, cancelled: cancelled)
+        return await end(
+          lease, with: .failure(error), claiming: next, keeper: keeper, report: report, cancelled: cancelled)
       }
     case .failure(let error) where error.code == .cancelled && cancelled:
       let released = (try? await queue.release(lease)) ?? false
@@ -216,6 +250,7 @@ struct QueueWorker: Sendable {
       }
       report.withLock { (try? state.get()) == nil ? ($0.lost += 1) : ($0.failed += 1) }
     }
+    return []
   }
 
   /// Calls `body` until it answers, backing off while the queue is out of reach, for as long as

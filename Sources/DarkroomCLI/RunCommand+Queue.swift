@@ -14,13 +14,9 @@ extension RunCommand {
       throw ExitCode.validationFailure
     }
     let plan = try await QueuePlan.make(input, output: output, noFusion: noFusion, signals: signals)
+    try EnqueueCommand.requireInputs(plan)  // as `darkroom run` does, whether the queue answers or not
     let started = ContinuousClock.now
-    do {
-      try Darkroom.bootstrap(vipsConcurrency: vipsThreads)
-    } catch {
-      Terminal.error("error: \(error.message)")
-      throw ExitCode.failure
-    }
+    let vips = VipsStart(threads: vipsThreads)
     var workerOptions = try WorkerOptions.parse([])
     workerOptions.jobs = jobs
     workerOptions.fetchConcurrency = fetchConcurrency
@@ -39,6 +35,7 @@ extension RunCommand {
     // One connection pool for the enqueue, the work and the download.
     let (enqueued, total, outcome) = try await queue.withQueue("run") { queue in
       let (enqueued, total) = try await EnqueueCommand.enqueue(plan, named: batch, into: queue)
+      try await vips.ready()
       var settings = options.settings(batch: enqueued.id)
       settings.reportsFailures = false  // the dead jobs are listed once, at the end
       settings.giveUpAfter = .seconds(120)  // a queue that stays away ends the run (exit 75)

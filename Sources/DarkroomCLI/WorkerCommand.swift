@@ -32,12 +32,7 @@ struct WorkerCommand: AsyncParsableCommand {
 
   func run() async throws {
     let signals = StopSignals()
-    do {
-      try Darkroom.bootstrap(vipsConcurrency: worker.vipsThreads)
-    } catch {
-      Terminal.error("error: \(error.message)")
-      throw ExitCode.failure
-    }
+    let vips = VipsStart(threads: worker.vipsThreads)
     let resources = PipelineResources()
     let context = StageBuildContext(
       outputDirectory: output, allowedRoot: worker.root, cacheDirectory: worker.cacheDir, resources: resources)
@@ -46,6 +41,7 @@ struct WorkerCommand: AsyncParsableCommand {
     let loader = worker.loader()
     let exitWhenIdle = exitWhenIdle
     let report = try await queue.withQueue("worker") { queue in
+      try await vips.ready()
       let worker = QueueWorker(queue: queue, renderer: renderer, loader: loader, settings: settings)
       return await worker.run(signals: signals) {
         guard exitWhenIdle else { return false }

@@ -23,7 +23,7 @@ public final class PostgresJobQueue: JobQueue {
   /// Where results go: the table up to a size, a shared folder beyond it.
   public let storage: ResultStorage
   /// Each batch's pipeline and its name, read once: a batch's pipeline never changes.
-  private let pipelines = Protected<[UUID: (text: String, name: String)]>([:])
+  let pipelines = Protected<[UUID: (text: String, name: String)]>([:])
 
   /// Sources of at most this many bytes (a path or a URL) are queued.
   public static let maxSourceBytes = 8_192
@@ -163,64 +163,12 @@ public final class PostgresJobQueue: JobQueue {
     guard (1...1_000).contains(limit) else { throw PipelineError(.invalidInput, "a claim takes 1 to 1000 jobs, not \(limit)") }
     try Self.checkAttempts(maxAttempts)
     let worker = worker.storable(maxBytes: 200)
-    let logger = logger
+    let known = knownPipelines
     return try await database("claim jobs") {
-      var claimed: [(Int64, UUID, String, Int, UUID, Date, String)] = []
-      let rows = try await self.client.query(
-        """
-        WITH exhausted AS (
-          UPDATE darkroom_jobs SET state = 'dead', lease_expires_at = NULL, last_error_code = 'timedOut',
-            last_error = 'its lease expired on attempt ' || attempts || ': the worker stopped while it ran', updated_at = now()
-          WHERE id IN (
-            SELECT id FROM darkroom_jobs WHERE state = 'running' AND \(unescaped: Self.leaseOver) AND attempts >= \(maxAttempts)
-            FOR UPDATE SKIP LOCKED)
-          RETURNING id, attempts, worker, lease_token
-        ), buried AS (
-          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token, detail)
-          SELECT id, 'dead', coalesce(worker, ''), attempts, lease_token, 'lease expired' FROM exhausted
-        ), picked AS (
-          SELECT id FROM darkroom_jobs
-          WHERE (state = 'queued' OR (state = 'running' AND \(unescaped: Self.leaseOver) AND attempts < \(maxAttempts)))
-            AND (\(only)::uuid IS NULL OR batch_id = \(only))
-          ORDER BY id FOR UPDATE SKIP LOCKED LIMIT \(limit)
-        ), claimed AS (
-          -- Attempts as stored are not trusted: counted from 0 to 1,000,000, never overflowing.
-          UPDATE darkroom_jobs j SET state = 'running', attempts = least(greatest(j.attempts, 0), 1000000) + 1,
-            lease_token = gen_random_uuid(),
-            lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds)), worker = \(worker), updated_at = now()
-          FROM picked WHERE j.id = picked.id
-          RETURNING j.id, j.batch_id, j.source, j.attempts, j.lease_token, j.lease_expires_at, j.name
-        ), logged AS (
-          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
-          SELECT id, 'claimed', \(worker), attempts, lease_token FROM claimed
-        )
-        SELECT id, batch_id, source, attempts, lease_token, lease_expires_at, name FROM claimed ORDER BY id
-        """, logger: logger)
-      for try await row in rows.decode((Int64, UUID, String, Int, UUID, Date, String).self) { claimed.append(row) }
-      // Each batch's pipeline once, however many of its jobs were claimed.
-      let known = self.pipelines.value
-      let unknown = Array(Set(claimed.map(\.1)).filter { known[$0] == nil })
-      if !unknown.isEmpty {
-        for try await (id, pipeline, name) in try await self.client.query(
-          // Bounded as enqueue bounds them: a pipeline grown in the table is read as none.
-          """
-          SELECT id, CASE WHEN octet_length(pipeline) <= \(Self.maxPipelineBytes) THEN pipeline ELSE '' END,
-            left(pipeline_name, 255)
-          FROM darkroom_batches WHERE id = ANY(\(unknown))
-          """, logger: logger
-        ).decode((UUID, String, String).self) {
-          self.pipelines.withLock { cache in
-            if cache.count >= Self.cachedPipelines { cache.removeAll() }  // bounded: pipelines are up to 1 MiB each
-            cache[id] = (pipeline, name)
-          }
-        }
-      }
-      let pipelines = self.pipelines.value
-      return claimed.map { job, batch, source, attempt, token, expires, name in
-        JobLease(
-          job: job, batch: batch, source: source, pipeline: pipelines[batch]?.text ?? "", worker: worker, attempt: attempt,
-          token: token, expiresAt: expires, name: name, pipelineName: pipelines[batch]?.name ?? "pipeline")
-      }
+      let claimed = try await self.execute(
+        ClaimStatement(
+          maxAttempts: maxAttempts, batch: only, limit: limit, seconds: seconds, known: Array(known.keys), worker: worker))
+      return self.leases(claimed, known: known, worker: worker)
     }
   }
 
@@ -242,54 +190,12 @@ public final class PostgresJobQueue: JobQueue {
   }
 
   public func complete(_ lease: JobLease, with results: [JobResult]) async throws(PipelineError) -> Bool {
-    let stored = try await storage.place(results)
-    let logger = logger
-    let worker = lease.worker.storable(maxBytes: 200)
-    let names = stored.map(\.name)
-    // Results kept in the shared folder travel as empty buffers, stored as NULL.
-    let bytes = stored.map { ByteBuffer(bytes: $0.bytes ?? []) }
-    let shared = stored.map { $0.bytes == nil }
-    let digests = stored.map(\.digest)
-    let sizes = stored.map(\.size)
-    let keep = stored.map { !$0.overwrite }
+    let statement = try await completion(of: lease, with: results)
     return try await database("store a result") {
       // The usual case in one statement (one round trip): the job marked done under this lease,
       // its results and its ledger row, or nothing at all.
-      var owned = false
-      for try await _ in try await self.client.query(
-        """
-        WITH done AS (
-          UPDATE darkroom_jobs SET state = 'done', lease_expires_at = NULL, updated_at = now(),
-            result_count = \(stored.count)
-          WHERE id = \(lease.job) AND lease_token = \(lease.token) AND state = 'running' RETURNING id
-        ), stored AS (
-          INSERT INTO darkroom_results (job_id, name, bytes, sha256, size, keep_existing)
-          SELECT done.id, r.name, CASE WHEN r.shared THEN NULL ELSE r.bytes END, r.sha256, r.size, r.keep
-          FROM done, unnest(\(names)::text[], \(bytes)::bytea[], \(shared)::boolean[], \(digests)::text[], \(sizes)::bigint[],
-            \(keep)::boolean[]) AS r (name, bytes, shared, sha256, size, keep)
-        ), logged AS (
-          INSERT INTO darkroom_ledger (job_id, event, worker, attempt, lease_token)
-          SELECT id, 'done', \(worker), \(lease.attempt), \(lease.token) FROM done
-        )
-        SELECT id FROM done
-        """, logger: logger)
-      {
-        owned = true
-      }
-      if owned { return true }
-      return try await self.client.withTransaction(logger: logger) { connection in
-        // Not running under this lease: done by this very lease (a retried call whose reply
-        // was lost) is success; anything else is a refusal, recorded when the job exists.
-        var doneByThisLease = false
-        for try await state in try await connection.query(
-          "SELECT state FROM darkroom_jobs WHERE id = \(lease.job) AND lease_token = \(lease.token)", logger: logger
-        ).decode(String.self) {
-          doneByThisLease = state == JobState.done.rawValue
-        }
-        if doneByThisLease { return true }
-        try await Self.record("fenced", lease, worker: worker, detail: "complete", on: connection, logger: logger)
-        return false
-      }
+      if try await !self.execute(statement).isEmpty { return true }
+      return try await self.refused(lease)
     }
   }
 
@@ -470,10 +376,17 @@ public final class PostgresJobQueue: JobQueue {
     if error is CancellationError {
       return PipelineError(.cancelled, "cancelled while the queue's database was asked to \(what)")
     }
-    if let error = error as? PSQLError {
-      let detail = error.serverInfo?[.message] ?? error.underlying.map { "\($0)" } ?? "\(error.code)"
-      return PipelineError(.queueUnavailable, "the queue's database could not \(what): \(detail)")
+    if leavesStatementsUsable(error) {
+      // The tables refuse the data (a constraint, a value out of range): asking again cannot
+      // help, and a job whose result is refused fails rather than being retried for ever.
+      return PipelineError(.invalidInput, "the queue's tables refuse to \(what): \(detail(of: error))")
     }
-    return PipelineError(.queueUnavailable, "the queue's database could not \(what): \(error)")
+    return PipelineError(.queueUnavailable, "the queue's database could not \(what): \(detail(of: error))")
+  }
+
+  /// What went wrong, in the server's words when it said why.
+  static func detail(of error: any Error) -> String {
+    guard let error = error as? PSQLError else { return "\(error)" }
+    return error.serverInfo?[.message] ?? error.underlying.map { "\($0)" } ?? "\(error.code)"
   }
 }

@@ -157,8 +157,8 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
       }
       try await connection.close()
     } catch {
-      let cause = PostgresJobQueue.pipelineError(error, doing: "connect")
-      throw PipelineError(.queueUnavailable, "cannot reach the queue at \(self): \(cause.message)")
+      // Said of the database, not of "the queue": `serve --shared-cache` checks it too.
+      throw PipelineError(.queueUnavailable, "cannot reach the database at \(self): \(PostgresJobQueue.detail(of: error))")
     }
   }
 

@@ -123,7 +123,27 @@ enum PostgresSchema {
         """,
       ]
     ),
+    (
+      // Images are stored as they are: PostgreSQL tried to compress every result and every
+      // cached image (pglz), and compressed images never shrink.
+      5,
+      [
+        "ALTER TABLE darkroom_results ALTER COLUMN bytes SET STORAGE EXTERNAL",
+        "ALTER TABLE darkroom_cache ALTER COLUMN bytes SET STORAGE EXTERNAL",
+      ]
+    ),
   ]
+
+  /// The version the database is at (0 with none applied); fails when it has no schema table.
+  static func version(_ client: PostgresClient, logger: Logger) async throws -> Int {
+    var found = 0
+    for try await version in try await client.query("SELECT coalesce(max(version), 0) FROM darkroom_schema", logger: logger)
+      .decode(Int.self)
+    {
+      found = version
+    }
+    return found
+  }
 
   /// The newest version this Darkroom knows.
   static var currentVersion: Int { migrations.last?.version ?? 0 }
@@ -131,7 +151,10 @@ enum PostgresSchema {
   /// Brings the database to ``currentVersion`` (or only to `target`); returns the version it was at.
   @discardableResult
   static func migrate(_ client: PostgresClient, logger: Logger, to target: Int = currentVersion) async throws -> Int {
-    try await client.withTransaction(logger: logger) { connection in
+    // At this version already (every start but the first): one read, without a transaction or
+    // the lock. A table not made yet fails the read, and the migration below makes it.
+    if target == currentVersion, (try? await version(client, logger: logger)) == currentVersion { return currentVersion }
+    return try await client.withTransaction(logger: logger) { connection in
       try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
       try await connection.query(
         """

@@ -11,13 +11,21 @@ struct QueueCommandTests {
     let location = try await server.newDatabase()
     let url = "postgres://darkroom@/\(location.database)?host=\(server.sockets)"
     let first = try await Runner.run(["queue", "init", "--queue", url])
-    #expect(first.status == 0 && first.stdout.contains("made the queue's tables (version 4)"), "\(first.stderr)")
+    #expect(first.status == 0 && first.stdout.contains("made the queue's tables (version 5)"), "\(first.stderr)")
     let second = try await Runner.run(["queue", "init", "--queue", url])
-    #expect(second.status == 0 && second.stdout.contains("at version 4: nothing to do"), "\(second.stderr)")
+    #expect(second.status == 0 && second.stdout.contains("at version 5: nothing to do"), "\(second.stderr)")
     let wrong = try await Runner.run(["queue", "init", "--queue", "postgres://db:70000/x"])
     #expect(wrong.status == 64 && wrong.stderr.contains("port must be 1–65535"))
     let away = try await Runner.run(["queue", "init", "--queue", "postgres://darkroom@/x?host=\(server.folder)/gone"])
-    #expect(away.status == 75 && away.stderr.contains("cannot reach the queue"), "\(away.stderr)")
+    #expect(away.status == 75 && away.stderr.contains("cannot reach the database at postgres://"), "\(away.stderr)")
     #expect(!away.stderr.contains("password"))
+    // No inputs is said as `darkroom run` says it (exit 1), before the queue is asked.
+    let empty = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: empty) }
+    let nothing = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", empty, "--output", empty + "/out", "--queue",
+      "postgres://darkroom@/x?host=\(server.folder)/gone",
+    ])
+    #expect(nothing.status == 1 && nothing.stderr.contains("no inputs"), "\(nothing.stderr)")
   }
 }

@@ -33,7 +33,18 @@ struct PostgresJobQueueTests {
       {
         versions.append(version)
       }
-      #expect(versions == [1, 2, 3, 4])
+      #expect(versions == [1, 2, 3, 4, 5])
+      // Version 5: images are stored as they are, never run through PostgreSQL's compression.
+      var storage: [String] = []
+      for try await kind in try await queue.client.query(
+        """
+        SELECT attstorage::text FROM pg_attribute
+        WHERE attname = 'bytes' AND attrelid IN ('darkroom_results'::regclass, 'darkroom_cache'::regclass)
+        """
+      ).decode(String.self) {
+        storage.append(kind)
+      }
+      #expect(storage == ["e", "e"])
       // A database from a newer darkroom is refused, not written.
       try await queue.client.query("INSERT INTO darkroom_schema (version) VALUES (99)")
       let refused = await #expect(throws: PipelineError.self) { try await queue.prepare() }

@@ -112,19 +112,12 @@ struct PostgresQueueHardeningTests {
     let location = try await PostgresTestServer.suite.newDatabase()
     try await PostgresJobQueue.withQueue(at: location) { queue in
       _ = try await queue.enqueue(batch: "locked", pipeline: pipeline, sources: ["a.jpg", "b.jpg"])
-      let logger = Logger(label: "test")
-      let locker = try await PostgresConnection.connect(
-        configuration: .init(
-          unixSocketPath: try PostgresTestServer.suite.sockets + "/.s.PGSQL.5432", username: "darkroom", password: nil,
-          database: location.database), id: 9, logger: logger)
-      try await locker.query("BEGIN", logger: logger)
-      try await locker.query("LOCK TABLE darkroom_jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
-      let error = await #expect(throws: PipelineError.self) {
-        _ = try await queue.claim(worker: "w", limit: 2, lease: .seconds(60), maxAttempts: 3)
+      try await whileLocked("darkroom_jobs", in: location) {
+        let error = await #expect(throws: PipelineError.self) {
+          _ = try await queue.claim(worker: "w", limit: 2, lease: .seconds(60), maxAttempts: 3)
+        }
+        #expect(error?.code == .queueUnavailable)
       }
-      #expect(error?.code == .queueUnavailable)
-      try await locker.query("COMMIT", logger: logger)
-      try await locker.close()
       // The statement the queue gave up on was ended by the server, not left to claim the jobs
       // for nobody once the lock went.
       var running: [Int64] = []

@@ -1,5 +1,7 @@
 import DarkroomPostgres
 import DarkroomPostgresTestServer
+import Logging
+import PostgresNIO
 import Testing
 
 /// Runs a suite with the process's shared ``PostgresTestServer`` (``PostgresTestServer/current``
@@ -38,4 +40,24 @@ func withNewQueue<T: Sendable>(_ body: @Sendable (PostgresJobQueue) async throws
 /// cancelled.
 func eventually(_ condition: () -> Bool) async {
   while !condition() && !Task.isCancelled { await Task.yield() }
+}
+
+/// Runs `body` while another session of the suite's server holds `table` of `location`'s
+/// database in ACCESS EXCLUSIVE mode (every statement that reads it waits).
+func whileLocked(_ table: String, in location: PostgresLocation, _ body: () async throws -> Void) async throws {
+  let logger = Logger(label: "test")
+  let locker = try await PostgresConnection.connect(
+    configuration: .init(
+      unixSocketPath: try PostgresTestServer.suite.sockets + "/.s.PGSQL.5432", username: "darkroom", password: nil,
+      database: location.database), id: 9, logger: logger)
+  try await locker.query("BEGIN", logger: logger)
+  try await locker.query("LOCK TABLE \(unescaped: table) IN ACCESS EXCLUSIVE MODE", logger: logger)
+  do {
+    try await body()
+  } catch {
+    try? await locker.close()
+    throw error
+  }
+  try await locker.query("COMMIT", logger: logger)
+  try await locker.close()
 }

@@ -47,6 +47,15 @@ public protocol JobQueue: Sendable {
   /// with the lease that completed the job (a retry after a lost reply) answers true again.
   func complete(_ lease: JobLease, with results: [JobResult]) async throws(PipelineError) -> Bool
 
+  /// Completes `lease` as ``complete(_:with:)`` does and, in the same call, claims up to
+  /// `request.limit` more jobs for the lease's worker as
+  /// ``claim(worker:limit:lease:maxAttempts:batch:)`` does, whether or not the completion was
+  /// refused: a worker that keeps busy makes one call per job instead of two. The job completed
+  /// is never among those claimed. An engine that cannot do both at once gets the two calls
+  /// (the default).
+  func complete(_ lease: JobLease, with results: [JobResult], thenClaiming request: ClaimRequest)
+    async throws(PipelineError) -> (completed: Bool, claimed: [JobLease])
+
   /// Gives a job back unfinished (a worker stopping before it is done): it waits for another
   /// worker, and this attempt is not counted. False when the lease is no longer this worker's.
   func release(_ lease: JobLease) async throws(PipelineError) -> Bool
@@ -94,6 +103,18 @@ extension JobQueue {
   /// One done job's results, each checked against its SHA-256.
   public func results(of job: Int64) async throws(PipelineError) -> [JobResult] {
     try await results(of: [job])[job]?.get() ?? []
+  }
+
+  /// Completes, then claims: two calls.
+  public func complete(_ lease: JobLease, with results: [JobResult], thenClaiming request: ClaimRequest)
+    async throws(PipelineError) -> (completed: Bool, claimed: [JobLease])
+  {
+    let completed = try await complete(lease, with: results)
+    guard request.limit > 0 else { return (completed, []) }
+    let claimed = try await claim(
+      worker: lease.worker, limit: request.limit, lease: request.lease, maxAttempts: request.maxAttempts,
+      batch: request.batch)
+    return (completed, claimed.filter { $0.job != lease.job })
   }
 
   /// Completes a job with one result.

@@ -59,6 +59,29 @@ public struct JobLease: Sendable, Hashable {
   }
 }
 
+/// The jobs a worker asks for along with a completion
+/// (``JobQueue/complete(_:with:thenClaiming:)``): how many, for how long, after how many
+/// attempts a job is dead, and from which batch (any when `nil`).
+///
+/// ```swift
+/// let next = ClaimRequest(limit: 1, lease: .seconds(30), maxAttempts: 3)
+/// let (completed, claimed) = try await queue.complete(lease, with: results, thenClaiming: next)
+/// ```
+public struct ClaimRequest: Sendable, Hashable {
+  /// 0 claims nothing (a worker that is stopping).
+  public var limit: Int
+  public var lease: Duration
+  public var maxAttempts: Int
+  public var batch: UUID?
+
+  public init(limit: Int, lease: Duration, maxAttempts: Int, batch: UUID? = nil) {
+    self.limit = limit
+    self.lease = lease
+    self.maxAttempts = maxAttempts
+    self.batch = batch
+  }
+}
+
 /// A source to enqueue, and the name its outputs take (`{name}` in their file names).
 ///
 /// The runner chooses the names of a whole batch at once, before anything runs, so that two
