@@ -212,6 +212,26 @@ int dr_premultiply(VipsImage *in, VipsImage **out) { return vips_premultiply(in,
 
 int dr_unpremultiply(VipsImage *in, VipsImage **out) { return vips_unpremultiply(in, out, NULL); }
 
+int dr_rot(VipsImage *in, VipsAngle angle, VipsImage **out) { return vips_rot(in, out, angle, NULL); }
+
+int dr_flip(VipsImage *in, VipsDirection direction, VipsImage **out) { return vips_flip(in, out, direction, NULL); }
+
+int dr_gaussblur(VipsImage *in, double sigma, VipsImage **out) { return vips_gaussblur(in, out, sigma, NULL); }
+
+int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out) {
+  return vips_sharpen(in, out, "sigma", sigma, "m2", m2, NULL);
+}
+
+int dr_addalpha(VipsImage *in, VipsImage **out) { return vips_addalpha(in, out, NULL); }
+
+int dr_embed(VipsImage *in, int x, int y, int width, int height, const double *background, int n_background,
+             VipsImage **out) {
+  VipsArrayDouble *bg = vips_array_double_new(background, n_background);
+  int result = vips_embed(in, out, x, y, width, height, "extend", VIPS_EXTEND_BACKGROUND, "background", bg, NULL);
+  vips_area_unref(VIPS_AREA(bg));
+  return result;
+}
+
 int dr_flatten(VipsImage *in, const double *background, int n_background, VipsImage **out) {
   VipsArrayDouble *bg = vips_array_double_new(background, n_background);
   int result = vips_flatten(in, out, "background", bg, NULL);

@@ -23,7 +23,8 @@ public enum Darkroom {
     Vips.setConcurrency(vipsConcurrency)
   }
 
-  /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `encode`, `write`.
+  /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `rotate`, `flip`, `grayscale`, `blur`,
+  /// `sharpen`, `flatten`, `extend`, `encode`, `write`, `cache`, `notify`, `save`.
   public static var standardRegistry: StageRegistry {
     var registry = StageRegistry()
     registry.register(
@@ -57,6 +58,43 @@ public enum Darkroom {
       options: ResizeOptions.self
     ) { options, _ in
       options.resizer
+    }
+    registry.register(
+      "rotate", summary: "Turns the image clockwise by 90, 180 or 270 degrees (after the EXIF orientation).",
+      options: RotateOptions.self
+    ) { options, _ in
+      options.rotator
+    }
+    registry.register(
+      "flip", summary: "Mirrors the image horizontally, vertically, or both.", options: FlipOptions.self
+    ) { options, _ in
+      options.flipper
+    }
+    registry.register(
+      "grayscale", summary: "Turns the image into shades of grey (its luminance), alpha kept.", options: NoOptions.self
+    ) { _, _ in
+      Grayscaler()
+    }
+    registry.register(
+      "blur", summary: "Blurs the image with a Gaussian of the given sigma (alpha premultiplied).", options: BlurOptions.self
+    ) { options, _ in
+      Blurrer(sigma: options.sigma)
+    }
+    registry.register(
+      "sharpen", summary: "Sharpens edges on lightness (an unsharp mask of the given sigma and amount).",
+      options: SharpenOptions.self
+    ) { options, _ in
+      Sharpener(sigma: options.sigma, amount: options.amount)
+    }
+    registry.register(
+      "flatten", summary: "Composes an image with alpha over a solid colour and drops the alpha.", options: FlattenOptions.self
+    ) { options, _ in
+      options.flattener
+    }
+    registry.register(
+      "extend", summary: "Pads the image with a colour by a number of pixels on each side.", options: ExtendOptions.self
+    ) { options, _ in
+      options.extender
     }
     registry.register(
       "encode", summary: "Encodes the image as JPEG, PNG, WebP, AVIF or GIF (metadata stripped by default).",

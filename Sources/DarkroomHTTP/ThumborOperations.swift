@@ -1,11 +1,15 @@
 import Darkroom
 
-/// Turns a parsed thumbor URL into Darkroom stages: decode, crop, resize, pad, encode.
+/// Turns a parsed thumbor URL into Darkroom stages: decode, crop, resize, pad, flip, the
+/// filters' operations in the URL's order, encode.
 ///
 /// The filters that have a stage are `format`, `quality`, `fill`, `background_color`,
-/// `strip_icc`, `strip_exif` (Darkroom strips all metadata anyway), `no_upscale`, `upscale` and
-/// `max_bytes`.
-/// Any other filter, `trim` and flipping (a `-` before a size) answer 400 with "unsupported …".
+/// `strip_icc`, `strip_exif` (Darkroom strips all metadata anyway), `no_upscale`, `upscale`,
+/// `max_bytes`, `rotate(angle)` (counter-clockwise, as thumbor turns: a multiple of 90),
+/// `grayscale()`, `blur(radius[,sigma])` (sigma defaults to the radius; 0 blurs nothing) and
+/// `sharpen(amount,radius,luminance_only)` (always on lightness). A `-` before the width or the
+/// height flips the image horizontally or vertically.
+/// Any other filter and `trim` answer 400 with "unsupported …".
 /// Sizes follow thumbor: the default mode fills the box and crops (upscaling unless
 /// `no_upscale()`), `fit-in` fits inside it (never upscaling unless `upscale()`), and a side of 0
 /// keeps the image's proportion.
@@ -25,6 +29,7 @@ public struct ThumborOperations: Sendable {
   /// The filters that have a stage.
   public static let supportedFilters: Set<String> = [
     "format", "quality", "fill", "background_color", "strip_icc", "strip_exif", "no_upscale", "upscale", "max_bytes",
+    "rotate", "grayscale", "blur", "sharpen",
   ]
 
   private let configuration: ServerConfiguration
@@ -40,9 +45,6 @@ public struct ThumborOperations: Sendable {
   public func stages(for url: ThumborURL, accept: String?) throws(PipelineError) -> Recipe {
     var settings = try FilterSettings(url.filters)
     if url.trim { throw PipelineError(.invalidInput, "unsupported operation trim") }
-    if url.flipHorizontally || url.flipVertically {
-      throw PipelineError(.invalidInput, "unsupported operation flip (a - before the width or height)")
-    }
     try checkOutputSize(url, settings: settings)
     var stages = [AnyStage(ImageDecoder(maxPixels: configuration.maxPixels))]
     if let crop = url.crop, crop != (0, 0, 0, 0) {
@@ -53,6 +55,13 @@ public struct ThumborOperations: Sendable {
         AnyStage(Cropper(.pixels(x: crop.left, y: crop.top, width: crop.right - crop.left, height: crop.bottom - crop.top))))
     }
     stages += resize(url, settings: settings)
+    switch (url.flipHorizontally, url.flipVertically) {
+    case (true, true): stages.append(AnyStage(Flipper(.both)))
+    case (true, false): stages.append(AnyStage(Flipper(.horizontal)))
+    case (false, true): stages.append(AnyStage(Flipper(.vertical)))
+    case (false, false): break
+    }
+    stages += settings.operations
     settings.quality = settings.quality ?? configuration.quality
     let (format, varies) = encodeFormat(settings, accept: accept)
     let encoder = ImageEncoder(format, background: settings.background ?? [255, 255, 255])
@@ -159,6 +168,8 @@ struct FilterSettings {
   var background: [Double]?
   var upscale: Bool?
   var maxBytes: Int?
+  /// The filters that change pixels, as stages, in the URL's order.
+  var operations: [AnyStage] = []
 
   init(_ filters: [ThumborURL.Filter]) throws(PipelineError) {
     for filter in filters {
@@ -207,9 +218,52 @@ struct FilterSettings {
             .invalidInput, "max_bytes takes a number of bytes from 1 to 1000000000, got \(arguments[0].prefix(16))")
         }
         maxBytes = bytes
+      case "rotate", "grayscale", "blur", "sharpen":
+        if let stage = try Self.operation(filter.name, arguments, expect: expect) { operations.append(stage) }
       default:
         throw PipelineError(.invalidInput, "unsupported filter \(filter.name)")
       }
+    }
+  }
+
+  /// The stage of a filter that changes pixels (nil when it changes nothing: `rotate(0)`,
+  /// `blur(0)`).
+  private static func operation(
+    _ name: String, _ arguments: [String], expect: (ClosedRange<Int>) throws(PipelineError) -> Void
+  ) throws(PipelineError) -> AnyStage? {
+    func number(_ index: Int, _ what: String, in range: ClosedRange<Double>) throws(PipelineError) -> Double {
+      guard arguments[index].count <= 16, let value = Double(arguments[index]), range.contains(value) else {
+        throw PipelineError(
+          .invalidInput,
+          "\(name)'s \(what) is a number from \(range.lowerBound) to \(range.upperBound), got \(arguments[index].prefix(16))")
+      }
+      return value
+    }
+    switch name {
+    case "rotate":
+      try expect(1...1)
+      guard arguments[0].count <= 6, let degrees = Int(arguments[0]), degrees % 90 == 0 else {
+        throw PipelineError(.invalidInput, "rotate takes a multiple of 90 degrees, got \(arguments[0].prefix(16))")
+      }
+      // thumbor turns counter-clockwise; a Rotator turns clockwise.
+      return RotationAngle(rawValue: ((-degrees % 360) + 360) % 360).map { AnyStage(Rotator($0)) }
+    case "grayscale":
+      try expect(0...0)
+      return AnyStage(Grayscaler())
+    case "blur":
+      try expect(1...2)
+      let radius = try number(0, "radius", in: 0...150)
+      let sigma =
+        arguments.count > 1 ? try number(1, "sigma", in: 0...VipsImage.maxBlurSigma) : min(radius, VipsImage.maxBlurSigma)
+      return radius == 0 || sigma == 0 ? nil : AnyStage(Blurrer(sigma: sigma))
+    default:
+      try expect(2...3)
+      let amount = try number(0, "amount", in: 0...VipsImage.maxSharpenAmount)
+      let radius = try number(1, "radius", in: 0.01...VipsImage.maxSharpenSigma)
+      if arguments.count > 2, !["true", "false", "1", "0"].contains(arguments[2].lowercased()) {
+        throw PipelineError(.invalidInput, "sharpen's luminance_only is true or false, got \(arguments[2].prefix(16))")
+      }
+      return AnyStage(Sharpener(sigma: radius, amount: amount))
     }
   }
 

@@ -175,7 +175,8 @@ struct ImageServerTests {
       ("/unsafe/fit-in/50x50/evil.example.org/a.jpg", 404, "not found"),
       ("/unsafe/fit-in/50x50/" + SourceEncoding.component("http://evil.example.org/a.jpg"), 403, "not allowed"),
       ("/unsafe/fit-in/50x50/" + SourceEncoding.component("file:///etc/passwd"), 403, "not allowed"),
-      ("/unsafe/fit-in/50x50/filters:blur(2)/a.jpg", 400, "unsupported filter blur"),
+      ("/unsafe/fit-in/50x50/filters:watermark(b.png,0,0,0)/a.jpg", 400, "unsupported filter watermark"),
+      ("/unsafe/fit-in/50x50/filters:blur(2):rotate(90)/a.jpg", 200, ""),
       ("/unsafe/99999999x1/a.jpg", 400, "not a thumbor URL"),
     ]
     for (path, status, message) in cases {

@@ -113,7 +113,7 @@ struct ServerLoadTests {
     let origin = try await ServedFixtures.slowOrigin(images: 2, delay: .zero)
     let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
     let paths = [
-      "/unsafe/40x40/0.jpg", "/unsafe/40x40/0.jpg", "/unsafe/40x40/1.jpg", "/unsafe/filters:blur(1)/0.jpg", "/healthz",
+      "/unsafe/40x40/0.jpg", "/unsafe/40x40/0.jpg", "/unsafe/40x40/1.jpg", "/unsafe/filters:watermark(1)/0.jpg", "/healthz",
     ]
     let (replies, stayedOpen) = try await RawSocket.keepAlive(port: running.port, paths: paths)
     #expect(stayedOpen)

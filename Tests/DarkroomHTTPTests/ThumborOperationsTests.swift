@@ -55,14 +55,38 @@ struct ThumborOperationsTests {
   }
 
   @Test(
-    "what has no stage yet is refused by name",
+    "flips, then the filters' operations in the URL's order, between the resize and the encoder",
     arguments: [
-      ("/unsafe/filters:blur(3)/a.jpg", "unsupported filter blur"),
-      ("/unsafe/filters:rotate(90)/a.jpg", "unsupported filter rotate"),
-      ("/unsafe/filters:grayscale()/a.jpg", "unsupported filter grayscale"),
+      ("/unsafe/-300x200/a.jpg", ["flip(horizontal)"]),
+      ("/unsafe/300x-200/a.jpg", ["flip(vertical)"]),
+      ("/unsafe/-300x-200/a.jpg", ["flip(both)"]),
+      ("/unsafe/fit-in/300x200/filters:rotate(90):grayscale()/a.jpg", ["rotate(270)", "grayscale"]),
+      ("/unsafe/filters:rotate(-90)/a.jpg", ["rotate(90)"]),
+      ("/unsafe/filters:rotate(540):blur(2)/a.jpg", ["rotate(180)", "blur(2.0)"]),
+      ("/unsafe/filters:rotate(0):blur(0)/a.jpg", []),
+      ("/unsafe/filters:blur(3,1.5):sharpen(2,0.5,true)/a.jpg", ["blur(1.5)", "sharpen(0.5,2.0)"]),
+    ])
+  func operationsInOrder(_ path: String, expected: [String]) throws {
+    let identifiers = try self.identifiers(path)
+    let kinds = ["flip", "rotate", "grayscale", "blur", "sharpen"]
+    #expect(identifiers.filter { id in kinds.contains { id.hasPrefix($0) } } == expected, "\(identifiers)")
+    #expect(identifiers.last?.hasPrefix("encode") == true || identifiers.last?.hasPrefix("jpeg") == true, "\(identifiers)")
+  }
+
+  @Test(
+    "what has no stage yet, and a bad argument, is refused by name",
+    arguments: [
+      ("/unsafe/filters:watermark(a.png,0,0,0)/a.jpg", "unsupported filter watermark"),
+      ("/unsafe/filters:rotate(45)/a.jpg", "multiple of 90"),
+      ("/unsafe/filters:rotate(9999999999)/a.jpg", "multiple of 90"),
+      ("/unsafe/filters:grayscale(1)/a.jpg", "grayscale takes 0…0 arguments"),
+      ("/unsafe/filters:blur(151)/a.jpg", "radius is a number from 0.0 to 150.0"),
+      ("/unsafe/filters:blur(2,nan)/a.jpg", "sigma"),
+      ("/unsafe/filters:sharpen(1)/a.jpg", "sharpen takes 2…3 arguments"),
+      ("/unsafe/filters:sharpen(1,0,true)/a.jpg", "radius"),
+      ("/unsafe/filters:sharpen(1,1,maybe)/a.jpg", "luminance_only"),
       ("/unsafe/filters:max_bytes(0)/a.jpg", "max_bytes"),
       ("/unsafe/trim/a.jpg", "unsupported operation trim"),
-      ("/unsafe/-300x200/a.jpg", "unsupported operation flip"),
       ("/unsafe/filters:format(bmp)/a.jpg", "unsupported format bmp"),
       ("/unsafe/filters:quality(101)/a.jpg", "quality"),
       ("/unsafe/filters:fill(notacolour)/a.jpg", "colour"),

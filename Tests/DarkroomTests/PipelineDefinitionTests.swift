@@ -101,11 +101,11 @@ struct PipelineDefinitionTests {
 
   @Test("every problem is reported at once")
   func allProblemsAtOnce() {
-    let found = problems(#"{"version": 3, "stages": [{"stage": "fetch", "maxBytes": 0}, {"stage": "sharpen"}]}"#)
+    let found = problems(#"{"version": 3, "stages": [{"stage": "fetch", "maxBytes": 0}, {"stage": "vignette"}]}"#)
     #expect(found.count == 3)
     #expect(found.contains { $0.hasPrefix("version: unsupported version 3") })
     #expect(found.contains("stages[0].maxBytes: expected a positive integer, got 0"))
-    #expect(found.contains { $0.hasPrefix(#"stages[1].stage: unknown stage kind "sharpen""#) })
+    #expect(found.contains { $0.hasPrefix(#"stages[1].stage: unknown stage kind "vignette""#) })
   }
 
   @Test("a definition is bounded: at most maxStages stages (shared ones included) and maxVariants variants")

@@ -69,6 +69,15 @@ int dr_premultiply(VipsImage *in, VipsImage **out);
 int dr_unpremultiply(VipsImage *in, VipsImage **out);
 int dr_flatten(VipsImage *in, const double *background, int n_background, VipsImage **out);
 
+// Operations (the stages rotate, flip, blur and sharpen).
+int dr_rot(VipsImage *in, VipsAngle angle, VipsImage **out);
+int dr_flip(VipsImage *in, VipsDirection direction, VipsImage **out);
+int dr_gaussblur(VipsImage *in, double sigma, VipsImage **out);
+int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out);
+int dr_addalpha(VipsImage *in, VipsImage **out);
+int dr_embed(VipsImage *in, int x, int y, int width, int height, const double *background, int n_background,
+             VipsImage **out);
+
 // Savers to memory (`*buf` is owned by the caller: g_free). `strip` removes metadata.
 int dr_jpegsave_buffer(VipsImage *in, int quality, int progressive, int strip, void **buf, size_t *len);
 int dr_pngsave_buffer(VipsImage *in, int compression, int palette, int quality, int strip, void **buf, size_t *len);

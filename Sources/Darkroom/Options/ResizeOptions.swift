@@ -7,6 +7,7 @@ package struct ResizeOptions: StageOptions {
   public var upscale: Bool
   public var gravity: String
   public var background: String
+  public var dpr: Double
 
   public static let specs = [
     OptionSpec("width", .integer(min: 1), "Box width in pixels; leave out to scale by height alone."),
@@ -21,14 +22,19 @@ package struct ResizeOptions: StageOptions {
       "gravity", .choice(CropOptions.gravities), default: "centre",
       "Where fill crops and center crops or pads; attention/entropy pick the most interesting area (fill)."),
     OptionSpec("background", .string, default: "#000000", "Padding colour for center: #rgb, #rrggbb or #rrggbbaa."),
+    OptionSpec(
+      "dpr", .number(min: 1, max: 8), default: 1.0,
+      "Device pixel ratio: the box is width × dpr by height × dpr pixels (2 for a 2× screen)."),
   ]
 
   public func problems() -> [OptionProblem] {
     var problems: [OptionProblem] = []
     if width == nil, height == nil { problems.append(OptionProblem("give \"width\", \"height\" or both")) }
-    if Color.parse(background) == nil {
-      problems.append(
-        OptionProblem(option: "background", "expected a colour like \"#000000\" or \"#ffffff80\", got \"\(background)\""))
+    problems += ColourOption.problems(background, option: "background")
+    for (name, side) in [("width", width), ("height", height)] {
+      if let side, Double(side) * dpr > Double(Int32.max) {
+        problems.append(OptionProblem(option: name, "\(name) × dpr must be at most \(Int32.max), got \(side) × \(dpr)"))
+      }
     }
     return problems
   }
@@ -37,8 +43,11 @@ package struct ResizeOptions: StageOptions {
   public var resizer: Resizer {
     let anchor: Resizer.Anchor =
       SmartCropStrategy(rawValue: gravity).map { .smart($0) } ?? .gravity(Gravity(rawValue: gravity) ?? .centre)
+    // Scaled sides round to the nearest pixel (checked to fit by problems()).
+    let scaled = { (side: Int?) in side.map { dpr == 1 ? $0 : Int(min((Double($0) * dpr).rounded(), Double(Int32.max))) } }
     return Resizer(
-      width: width, height: height, mode: ResizeMode(rawValue: mode) ?? .fit, kernel: ResizeKernel(rawValue: kernel) ?? .lanczos3,
+      width: scaled(width), height: scaled(height), mode: ResizeMode(rawValue: mode) ?? .fit,
+      kernel: ResizeKernel(rawValue: kernel) ?? .lanczos3,
       upscale: upscale, crop: anchor, background: Color.parse(background) ?? [0, 0, 0, 255])
   }
 }

@@ -160,14 +160,7 @@ extension VipsImage {
   /// with `background` (one value per band) where it does not reach.
   public func placed(inWidth width: Int, height: Int, gravity: Gravity, background: [Double]) throws(PipelineError) -> VipsImage {
     if width == self.width, height == self.height { return self }
-    var values = background
-    if bands <= 2, values.count >= 3 {
-      // Greyscale: the colour's luminance, then its alpha.
-      let grey = 0.2126 * values[0] + 0.7152 * values[1] + 0.0722 * values[2]
-      values = [grey] + values.dropFirst(3)
-    }
-    while values.count < bands { values.append(values.last ?? 0) }
-    values = Array(values.prefix(bands)).map { $0 * sampleScale }
+    let values = bandValues(background)
     return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in
       try derive("padding") {
         dr_gravity($0, gravity.direction, Int32(width), Int32(height), buffer.baseAddress, Int32(buffer.count), $1)
@@ -175,18 +168,26 @@ extension VipsImage {
     }
   }
 
+  /// An RGBA colour (0…255 values) as this image's band values: its luminance for greyscale, its
+  /// alpha only when the image has an alpha band, scaled to the image's samples.
+  func bandValues(_ colour: [Double]) -> [Double] {
+    var values = colour
+    if bands <= 2, values.count >= 3 {
+      // Greyscale: the colour's luminance, then its alpha.
+      let grey = 0.2126 * values[0] + 0.7152 * values[1] + 0.0722 * values[2]
+      values = [grey] + values.dropFirst(3)
+    }
+    while values.count < bands { values.append(values.last ?? 0) }
+    return Array(values.prefix(bands)).map { $0 * sampleScale }
+  }
+
   /// Resamples by independent horizontal and vertical factors, premultiplying alpha so that
   /// transparent pixels do not bleed into visible ones.
   public func resized(horizontal: Double, vertical: Double, kernel: ResizeKernel) throws(PipelineError) -> VipsImage {
     if horizontal == 1, vertical == 1 { return self }
-    guard hasAlpha else {
-      return try derive("resizing") { dr_resize($0, horizontal, vertical, kernel.vipsKernel, $1) }
+    return try premultiplied("resizing") { image throws(PipelineError) in
+      try image.derive("resizing") { dr_resize($0, horizontal, vertical, kernel.vipsKernel, $1) }
     }
-    let format = bandFormat
-    let premultiplied = try derive("premultiplying alpha") { dr_premultiply($0, $1) }
-    let scaled = try premultiplied.derive("resizing") { dr_resize($0, horizontal, vertical, kernel.vipsKernel, $1) }
-    let restored = try scaled.derive("unpremultiplying alpha") { dr_unpremultiply($0, $1) }
-    return try restored.derive("restoring the pixel format") { dr_cast($0, format, $1) }
   }
 
   /// What one 8-bit step (0…255 colour values) is in this image's samples: 257 for 16-bit, 1/255

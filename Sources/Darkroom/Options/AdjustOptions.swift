@@ -1,0 +1,102 @@
+/// JSON options of the `rotate` stage.
+package struct RotateOptions: StageOptions {
+  public var angle: Int
+
+  public static let specs = [
+    OptionSpec("angle", .integer(min: 90, max: 270), required: true, "Degrees clockwise: 90, 180 or 270.")
+  ]
+
+  public func problems() -> [OptionProblem] {
+    RotationAngle(rawValue: angle) == nil
+      ? [OptionProblem(option: "angle", "turns are 90, 180 or 270 degrees, not \(angle)")] : []
+  }
+
+  /// The stage these options describe (valid once ``problems()`` is empty).
+  public var rotator: Rotator { Rotator(RotationAngle(rawValue: angle) ?? .half) }
+}
+
+/// JSON options of the `flip` stage.
+package struct FlipOptions: StageOptions {
+  public var direction: String
+
+  public static let specs = [
+    OptionSpec(
+      "direction", .choice(FlipDirection.allCases.map(\.rawValue)), default: "horizontal",
+      "horizontal: left and right swapped; vertical: top and bottom; both: a half turn.")
+  ]
+
+  public var flipper: Flipper { Flipper(FlipDirection(rawValue: direction) ?? .horizontal) }
+}
+
+/// JSON options of the `blur` stage.
+package struct BlurOptions: StageOptions {
+  public var sigma: Double
+
+  public static let specs = [
+    OptionSpec(
+      "sigma", .number(min: 0.01, max: VipsImage.maxBlurSigma), required: true,
+      "The Gaussian's standard deviation in pixels: how far each pixel spreads.")
+  ]
+}
+
+/// JSON options of the `sharpen` stage.
+package struct SharpenOptions: StageOptions {
+  public var sigma: Double
+  public var amount: Double
+
+  public static let specs = [
+    OptionSpec(
+      "sigma", .number(min: 0.01, max: VipsImage.maxSharpenSigma), default: 1.0,
+      "How wide the edges sharpened are, in pixels (the mask's standard deviation)."),
+    OptionSpec(
+      "amount", .number(min: 0, max: VipsImage.maxSharpenAmount), default: 2.0,
+      "How much edges gain in contrast (0 leaves the image as it is)."),
+  ]
+}
+
+/// JSON options of the `flatten` stage.
+package struct FlattenOptions: StageOptions {
+  public var background: String
+
+  public static let specs = [
+    OptionSpec("background", .string, default: "#ffffff", "The colour transparent areas are composed over: #rgb or #rrggbb.")
+  ]
+
+  public func problems() -> [OptionProblem] { ColourOption.problems(background, option: "background") }
+
+  public var flattener: Flattener { Flattener(background: Array((Color.parse(background) ?? [255, 255, 255]).prefix(3))) }
+}
+
+/// JSON options of the `extend` stage.
+package struct ExtendOptions: StageOptions {
+  public var top: Int
+  public var right: Int
+  public var bottom: Int
+  public var left: Int
+  public var background: String
+
+  public static let specs = [
+    OptionSpec("top", .integer(min: 0, max: VipsImage.maxExtendedSide), default: 0, "Pixels added above."),
+    OptionSpec("right", .integer(min: 0, max: VipsImage.maxExtendedSide), default: 0, "Pixels added on the right."),
+    OptionSpec("bottom", .integer(min: 0, max: VipsImage.maxExtendedSide), default: 0, "Pixels added below."),
+    OptionSpec("left", .integer(min: 0, max: VipsImage.maxExtendedSide), default: 0, "Pixels added on the left."),
+    OptionSpec(
+      "background", .string, default: "#000000",
+      "The padding's colour: #rgb, #rrggbb or #rrggbbaa (an image without alpha gains it for a colour that is not opaque)."),
+  ]
+
+  public func problems() -> [OptionProblem] { ColourOption.problems(background, option: "background") }
+
+  public var extender: Extender {
+    Extender(
+      top: top, right: right, bottom: bottom, left: left, background: Color.parse(background) ?? [0, 0, 0, 255])
+  }
+}
+
+/// The check every colour option gets.
+enum ColourOption {
+  static func problems(_ text: String, option: String) -> [OptionProblem] {
+    guard Color.parse(text) == nil else { return [] }
+    return [OptionProblem(option: option, "expected a colour like \"#000000\" or \"#ffffff80\", got \"\(text.prefix(40))\"")]
+  }
+}

@@ -1,0 +1,52 @@
+import DarkroomCore
+
+/// The `flatten` stage: composes an image with alpha over a solid colour and drops the alpha
+/// (what JPEG needs; an image without alpha passes unchanged).
+///
+/// ```swift
+/// let opaque = Pipeline(name: "opaque") { Fetcher(); ImageDecoder(); Flattener(background: [255, 255, 255]); ImageEncoder(.jpeg()) }
+/// ```
+public struct Flattener: PixelOperation {
+  public static let kind = "flatten"
+
+  /// RGB, 0…255.
+  public var background: [Double]
+
+  public init(background: [Double] = [255, 255, 255]) { self.background = background }
+
+  public var identifier: String { "flatten(\(background.map { String(Int($0)) }.joined(separator: ",")))" }
+
+  public func apply(to image: VipsImage) throws(PipelineError) -> VipsImage { try image.flattened(background: background) }
+}
+
+/// The `extend` stage: pads the image with a colour by a number of pixels on each side (an image
+/// without alpha gains it when the colour is not opaque).
+///
+/// ```swift
+/// let framed = Pipeline(name: "framed") {
+///   Fetcher(); ImageDecoder(); Resizer(width: 300, height: 300)
+///   Extender(top: 10, right: 10, bottom: 10, left: 10, background: [255, 255, 255, 255]); ImageEncoder(.png())
+/// }
+/// ```
+public struct Extender: PixelOperation {
+  public static let kind = "extend"
+
+  public var top: Int
+  public var right: Int
+  public var bottom: Int
+  public var left: Int
+  /// RGBA, 0…255.
+  public var background: [Double]
+
+  public init(top: Int = 0, right: Int = 0, bottom: Int = 0, left: Int = 0, background: [Double] = [0, 0, 0, 255]) {
+    (self.top, self.right, self.bottom, self.left, self.background) = (top, right, bottom, left, background)
+  }
+
+  public var identifier: String {
+    "extend(\(top),\(right),\(bottom),\(left),\(background.map { String(Int($0)) }.joined(separator: ",")))"
+  }
+
+  public func apply(to image: VipsImage) throws(PipelineError) -> VipsImage {
+    try image.extended(top: top, right: right, bottom: bottom, left: left, background: background)
+  }
+}

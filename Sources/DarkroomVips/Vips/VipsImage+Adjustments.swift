@@ -1,0 +1,145 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+/// A quarter turn, clockwise.
+///
+/// ```swift
+/// let upright = try image.rotated(by: .quarter)   // a 400×300 image becomes 300×400
+/// ```
+public enum RotationAngle: Int, Sendable, Hashable, Codable, CaseIterable {
+  /// 90° clockwise.
+  case quarter = 90
+  /// 180°.
+  case half = 180
+  /// 270° clockwise (90° counter-clockwise).
+  case threeQuarters = 270
+
+  var vipsAngle: VipsAngle {
+    switch self {
+    case .quarter: VIPS_ANGLE_D90
+    case .half: VIPS_ANGLE_D180
+    case .threeQuarters: VIPS_ANGLE_D270
+    }
+  }
+}
+
+/// Which way a flip mirrors an image.
+///
+/// ```swift
+/// let mirrored = try image.flipped(.horizontal)   // left and right swapped
+/// ```
+public enum FlipDirection: String, Sendable, Hashable, Codable, CaseIterable {
+  /// Left and right swapped.
+  case horizontal
+  /// Top and bottom swapped.
+  case vertical
+  /// Both: the same as a half turn.
+  case both
+}
+
+extension VipsImage {
+  /// The largest Gaussian sigma ``blurred(sigma:)`` takes: its mask grows with sigma (about six
+  /// sigmas wide), and so does the work per pixel.
+  public static let maxBlurSigma = 100.0
+  /// The largest sigma ``sharpened(sigma:amount:)`` takes.
+  public static let maxSharpenSigma = 10.0
+  /// The largest amount ``sharpened(sigma:amount:)`` takes.
+  public static let maxSharpenAmount = 20.0
+
+  /// Turned clockwise by `angle`.
+  ///
+  /// A turn reads its input out of the order a sequential loader delivers it ("out of order
+  /// read"), so the image is held in memory first (as the decoder does for an EXIF turn; free
+  /// when it is in memory already, and small after a resize).
+  public func rotated(by angle: RotationAngle) throws(PipelineError) -> VipsImage {
+    try materialized().derive("rotating") { dr_rot($0, angle.vipsAngle, $1) }
+  }
+
+  /// Mirrored `direction`-wise. A vertical flip, like a turn, holds the image in memory first;
+  /// a horizontal one streams.
+  public func flipped(_ direction: FlipDirection) throws(PipelineError) -> VipsImage {
+    switch direction {
+    case .horizontal: try derive("flipping") { dr_flip($0, VIPS_DIRECTION_HORIZONTAL, $1) }
+    case .vertical: try materialized().derive("flipping") { dr_flip($0, VIPS_DIRECTION_VERTICAL, $1) }
+    case .both: try rotated(by: .half)
+    }
+  }
+
+  /// In shades of grey (luminance), alpha kept; 16-bit images stay 16-bit.
+  public func greyscaled() throws(PipelineError) -> VipsImage {
+    let space = interpretation
+    if space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16 { return self }
+    let grey = bandFormat == VIPS_FORMAT_USHORT ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_B_W
+    return try derive("converting to greyscale") { dr_colourspace($0, grey, $1) }
+  }
+
+  /// Blurred by a Gaussian of standard deviation `sigma` pixels (0 < sigma ≤ ``maxBlurSigma``),
+  /// alpha premultiplied so that transparent pixels do not bleed their colour.
+  public func blurred(sigma: Double) throws(PipelineError) -> VipsImage {
+    guard sigma.isFinite, sigma > 0, sigma <= Self.maxBlurSigma else {
+      throw PipelineError(.invalidInput, "a blur's sigma is over 0 and at most \(Self.maxBlurSigma), not \(sigma)")
+    }
+    return try premultiplied("blurring") { image throws(PipelineError) in
+      try image.derive("blurring") { dr_gaussblur($0, sigma, $1) }
+    }
+  }
+
+  /// Sharpened (libvips' unsharp mask on lightness): edges `sigma` pixels wide gain contrast by
+  /// `amount` (0 leaves the image as it is).
+  public func sharpened(sigma: Double, amount: Double) throws(PipelineError) -> VipsImage {
+    guard sigma.isFinite, sigma > 0, sigma <= Self.maxSharpenSigma else {
+      throw PipelineError(.invalidInput, "a sharpen's sigma is over 0 and at most \(Self.maxSharpenSigma), not \(sigma)")
+    }
+    guard amount.isFinite, amount >= 0, amount <= Self.maxSharpenAmount else {
+      throw PipelineError(.invalidInput, "a sharpen's amount is 0 to \(Self.maxSharpenAmount), not \(amount)")
+    }
+    if amount == 0 { return self }
+    return try derive("sharpening") { dr_sharpen($0, sigma, amount, $1) }
+  }
+
+  /// The largest side ``extended(top:right:bottom:left:background:)`` makes.
+  public static let maxExtendedSide = 65_535
+
+  /// Padded with `background` (RGBA, 0…255) by the given numbers of pixels on each side; an
+  /// image without alpha gains it when the colour is not opaque. The result's sides are at most
+  /// ``maxExtendedSide``.
+  public func extended(top: Int, right: Int, bottom: Int, left: Int, background: [Double]) throws(PipelineError)
+    -> VipsImage
+  {
+    let sides = [top, right, bottom, left]
+    guard sides.allSatisfy({ (0...Self.maxExtendedSide).contains($0) }) else {
+      throw PipelineError(.invalidInput, "padding is 0 to \(Self.maxExtendedSide) pixels a side, not \(sides)")
+    }
+    let width = self.width + left + right
+    let height = self.height + top + bottom
+    guard width <= Self.maxExtendedSide, height <= Self.maxExtendedSide else {
+      throw PipelineError(
+        .imageTooLarge, "padding makes a \(width)×\(height) image; each side can be at most \(Self.maxExtendedSide)")
+    }
+    if sides.allSatisfy({ $0 == 0 }) { return self }
+    var image = self
+    if !hasAlpha, background.count > 3, background[3] < 255 {
+      image = try derive("adding alpha") { dr_addalpha($0, $1) }
+    }
+    let values = image.bandValues(background)
+    return try values.withUnsafeBufferPointer { buffer throws(PipelineError) in
+      try image.derive("padding") {
+        dr_embed($0, Int32(left), Int32(top), Int32(width), Int32(height), buffer.baseAddress, Int32(buffer.count), $1)
+      }
+    }
+  }
+
+  /// `operation` on the image with its alpha premultiplied (nothing to do without alpha), then
+  /// unpremultiplied and cast back to the image's format.
+  func premultiplied(_ what: String, _ operation: (VipsImage) throws(PipelineError) -> VipsImage) throws(PipelineError)
+    -> VipsImage
+  {
+    guard hasAlpha else { return try operation(self) }
+    let format = bandFormat
+    let premultiplied = try derive("premultiplying alpha") { dr_premultiply($0, $1) }
+    let done = try operation(premultiplied)
+    let restored = try done.derive("unpremultiplying alpha") { dr_unpremultiply($0, $1) }
+    return try restored.derive("restoring the pixel format") { dr_cast($0, format, $1) }
+  }
+}

@@ -1,0 +1,97 @@
+import Darkroom
+import DarkroomTesting
+import DarkroomVipsTesting
+import Foundation
+import Testing
+
+/// The pixel operations as JSON stages: validated before anything runs, then run end to end.
+@Suite("Pixel operations in JSON")
+struct OperationDefinitionTests {
+  @Test("rotate, flip, grayscale, blur and sharpen load with their defaults and run on a real image")
+  func loadAndRun() async throws {
+    let json = """
+      {"version": 1, "name": "ops", "stages": [{"stage": "fetch"}, {"stage": "decode"},
+        {"stage": "rotate", "angle": 90}, {"stage": "flip"}, {"stage": "grayscale"}, {"stage": "blur", "sigma": 0.8},
+        {"stage": "sharpen"}, {"stage": "encode", "format": "png"}]}
+      """
+    let graph = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry)
+    #expect(
+      graph.runnableStages.map(\.identifier).dropFirst(2).prefix(5) == [
+        "rotate(90)", "flip(horizontal)", "grayscale", "blur(0.8)", "sharpen(1.0,2.0)",
+      ])
+    let folder = NSTemporaryDirectory() + "darkroom-ops-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let path = folder + "/quadrants.png"
+    try Data(try TestImages.encoded(.png(), width: 60, height: 40, quadrants: true).data).write(to: URL(fileURLWithPath: path))
+    let operation = PipelineExecutor().start(graph, input: ImageSource(path), as: EncodedImage.self)
+    let encoded = try await operation.value
+    let image = try ImageDecoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes)).image
+    // A quarter turn, then a mirror: 40×60, and the top-left corner is red's grey again.
+    #expect(image.width == 40 && image.height == 60 && image.bands == 1)
+  }
+
+  @Test(
+    "turns and vertical flips work on a large JPEG read from a file, which its loader reads only in order",
+    arguments: [
+      #"{"stage": "rotate", "angle": 90}"#, #"{"stage": "flip", "direction": "vertical"}"#,
+      #"{"stage": "flip", "direction": "both"}"#,
+    ])
+  func outOfOrder(_ stage: String) async throws {
+    let json =
+      #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, "# + stage
+      + #", {"stage": "encode", "format": "jpeg"}]}"#
+    let graph = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry)
+    let folder = NSTemporaryDirectory() + "darkroom-ops-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let path = folder + "/large.jpg"
+    try Data(try TestImages.encoded(.jpeg(), width: 2400, height: 1800).data).write(to: URL(fileURLWithPath: path))
+    let encoded = try await PipelineExecutor().start(graph, input: ImageSource(path), as: EncodedImage.self).value
+    let image = try ImageDecoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes)).image
+    #expect(image.width * image.height == 2400 * 1800)
+  }
+
+  @Test(
+    "bad operation options are refused before anything runs, at their path, saying what is allowed",
+    arguments: [
+      (#"{"stage": "rotate", "angle": 45}"#, "90"),
+      (#"{"stage": "rotate", "angle": 100}"#, "90, 180 or 270"),
+      (#"{"stage": "rotate"}"#, "angle"),
+      (#"{"stage": "flip", "direction": "diagonal"}"#, "horizontal"),
+      (#"{"stage": "blur", "sigma": 0}"#, "sigma"),
+      (#"{"stage": "blur", "sigma": 1000}"#, "100"),
+      (#"{"stage": "blur"}"#, "sigma"),
+      (#"{"stage": "sharpen", "amount": -1}"#, "amount"),
+      (#"{"stage": "sharpen", "sigma": 50}"#, "10"),
+      (#"{"stage": "grayscale", "strength": 1}"#, "strength"),
+      (##"{"stage": "flatten", "background": "#12"}"##, "colour"),
+      (#"{"stage": "extend", "top": -1}"#, "top"),
+      (#"{"stage": "extend", "left": 70000}"#, "65535"),
+      (#"{"stage": "extend", "background": "blue"}"#, "colour"),
+      (#"{"stage": "resize", "width": 10, "dpr": 0.5}"#, "dpr"),
+      (#"{"stage": "resize", "width": 10, "dpr": 9}"#, "dpr"),
+      (#"{"stage": "resize", "width": 2000000000, "dpr": 2}"#, "dpr"),
+    ])
+  func refused(_ stage: String, _ expected: String) throws {
+    let json = #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, "# + stage + "]}"
+    let error = #expect(throws: PipelineError.self) {
+      _ = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry)
+    }
+    #expect(error?.code == .invalidDefinition, "\(String(describing: error))")
+    let said = (error?.issues.map { "\($0.path) \($0.message)" } ?? []).joined(separator: "; ") + (error?.message ?? "")
+    #expect(said.contains("stages[2]") && said.contains(expected), "\(said)")
+  }
+
+  @Test("a resize's dpr multiplies its box; flatten and extend load with their defaults")
+  func dprAndPadding() throws {
+    let json = """
+      {"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 100, "height": 50, "dpr": 2},
+        {"stage": "flatten"}, {"stage": "extend", "top": 4}, {"stage": "encode", "format": "png"}]}
+      """
+    let identifiers = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry).runnableStages.map(
+      \.identifier)
+    #expect(identifiers.contains { $0.contains("resize(200x100,") }, "\(identifiers)")
+    #expect(identifiers.contains("flatten(255,255,255)") && identifiers.contains("extend(4,0,0,0,0,0,0,255)"), "\(identifiers)")
+  }
+}

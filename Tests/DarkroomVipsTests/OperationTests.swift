@@ -1,0 +1,149 @@
+import Darkroom
+import DarkroomTesting
+import DarkroomVipsTesting
+import Testing
+
+/// The pixel operations (rotate, flip, grayscale, blur, sharpen), checked by their pixels on
+/// images the tests make.
+@Suite("Pixel operations")
+struct OperationTests {
+  let harness = StageHarness()
+  /// 400×200: red top-left, green top-right, blue bottom-left, white bottom-right.
+  let quadrants: DecodedImage
+
+  init() throws {
+    let decoded = try ImageDecoder().decode(try TestImages.fetched(.png(), width: 400, height: 200, quadrants: true))
+    quadrants = decoded.with(try decoded.image.materialized())
+  }
+
+  /// The colours at the four corners (top-left, top-right, bottom-left, bottom-right), 5 pixels in.
+  func corners(_ image: DecodedImage) throws -> [[UInt8]] {
+    let pixels = try image.image.materialized()
+    let (w, h) = (pixels.width, pixels.height)
+    return try [(5, 5), (w - 6, 5), (5, h - 6), (w - 6, h - 6)].map { try pixels.pixel(x: $0.0, y: $0.1) }
+  }
+
+  typealias Q = TestImages.Quadrant
+
+  @Test("rotate turns clockwise: the size swaps for quarter turns and each corner moves on")
+  func rotate() async throws {
+    let quarter = try await harness.run(Rotator(.quarter), on: quadrants)
+    #expect([quarter.width, quarter.height] == [200, 400])
+    #expect(try corners(quarter) == [Q.blue, Q.red, Q.white, Q.green])
+    let half = try await harness.run(Rotator(.half), on: quadrants)
+    #expect([half.width, half.height] == [400, 200])
+    #expect(try corners(half) == [Q.white, Q.blue, Q.green, Q.red])
+    let threeQuarters = try await harness.run(Rotator(.threeQuarters), on: quadrants)
+    #expect(try corners(threeQuarters) == [Q.green, Q.white, Q.red, Q.blue])
+  }
+
+  @Test("flip mirrors left and right, top and bottom, or both")
+  func flip() async throws {
+    #expect(try corners(try await harness.run(Flipper(.horizontal), on: quadrants)) == [Q.green, Q.red, Q.white, Q.blue])
+    #expect(try corners(try await harness.run(Flipper(.vertical), on: quadrants)) == [Q.blue, Q.white, Q.red, Q.green])
+    #expect(try corners(try await harness.run(Flipper(.both), on: quadrants)) == [Q.white, Q.blue, Q.green, Q.red])
+  }
+
+  @Test("grayscale leaves one band of luminance (white stays white), and keeps alpha")
+  func grayscale() async throws {
+    let grey = try await harness.run(Grayscaler(), on: quadrants)
+    #expect(grey.image.bands == 1)
+    let values = try corners(grey).map { $0[0] }
+    #expect(values[3] >= 254)  // white
+    #expect(values[1] > values[0] && values[0] > values[2])  // green is brighter than red, red than blue
+    let alpha = try VipsImage.fromPixels([255, 0, 0, 128, 0, 0, 255, 255], width: 2, height: 1, bands: 4)
+    let withAlpha = DecodedImage(source: ImageSource("memory"), image: alpha, sourceFormat: .png, sourceWidth: 2, sourceHeight: 1)
+    let greyAlpha = try await harness.run(Grayscaler(), on: withAlpha)
+    #expect(greyAlpha.image.bands == 2)
+    #expect(try greyAlpha.image.pixel(x: 0, y: 0)[1] == 128)
+  }
+
+  @Test("blur softens an edge, more with a larger sigma; transparent pixels lend it no colour")
+  func blur() async throws {
+    // Black, with a white right half: across the edge, a blur makes greys.
+    var pixels = [UInt8](repeating: 0, count: 40 * 10)
+    for y in 0..<10 { for x in 20..<40 { pixels[y * 40 + x] = 255 } }
+    let edge = DecodedImage(
+      source: ImageSource("memory"), image: try VipsImage.fromPixels(pixels, width: 40, height: 10, bands: 1), sourceFormat: .png,
+      sourceWidth: 40, sourceHeight: 10)
+    let soft = try await harness.run(Blurrer(sigma: 1), on: edge).image.materialized()
+    let softer = try await harness.run(Blurrer(sigma: 4), on: edge).image.materialized()
+    let near = try soft.pixel(x: 19, y: 5)[0]  // libvips cuts its mask where it is under 0.2: ±1 pixel at sigma 1
+    #expect(near > 0 && near < 128)
+    #expect(try softer.pixel(x: 14, y: 5)[0] > soft.pixel(x: 14, y: 5)[0])
+    #expect(try soft.pixel(x: 2, y: 5)[0] == 0 && soft.pixel(x: 37, y: 5)[0] == 255)
+    // Transparent red beside opaque blue: the half-transparent pixels the blur makes are blue.
+    var rgba = [UInt8]()
+    for _ in 0..<10 { for x in 0..<40 { rgba += x < 20 ? [255, 0, 0, 0] : [0, 0, 255, 255] } }
+    let layered = DecodedImage(
+      source: ImageSource("memory"), image: try VipsImage.fromPixels(rgba, width: 40, height: 10, bands: 4), sourceFormat: .png,
+      sourceWidth: 40, sourceHeight: 10)
+    let blended = try await harness.run(Blurrer(sigma: 2), on: layered).image.materialized()
+    let fringe = try blended.pixel(x: 18, y: 5)
+    #expect(fringe[3] > 0 && fringe[3] < 255 && fringe[0] < 8 && fringe[2] > 240, "\(fringe)")
+  }
+
+  @Test("sharpen steepens an edge: darker on its dark side, lighter on its light side; amount 0 changes nothing")
+  func sharpen() async throws {
+    var pixels = [UInt8](repeating: 100, count: 40 * 10 * 3)
+    for y in 0..<10 { for x in 20..<40 { for band in 0..<3 { pixels[(y * 40 + x) * 3 + band] = 160 } } }
+    let step = DecodedImage(
+      source: ImageSource("memory"), image: try VipsImage.fromPixels(pixels, width: 40, height: 10, bands: 3), sourceFormat: .png,
+      sourceWidth: 40, sourceHeight: 10)
+    let sharp = try await harness.run(Sharpener(sigma: 1, amount: 3), on: step).image.materialized()
+    #expect(try sharp.pixel(x: 19, y: 5)[0] < 100)
+    #expect(try sharp.pixel(x: 20, y: 5)[0] > 160)
+    #expect(try sharp.pixel(x: 2, y: 5)[0] == 100)
+    let same = try await harness.run(Sharpener(sigma: 1, amount: 0), on: step)
+    #expect(same.image === step.image)
+  }
+
+  @Test("a blur's sigma out of range is refused, saying what is allowed", arguments: [0.0, -1, .nan, .infinity, 100.5])
+  func refusedBlur(_ sigma: Double) throws {
+    let error = #expect(throws: PipelineError.self) { try quadrants.image.blurred(sigma: sigma) }
+    #expect(error?.code == .invalidInput && error?.message.contains("at most 100") == true)
+  }
+
+  @Test(
+    "a sharpen's sigma or amount out of range is refused, saying what is allowed",
+    arguments: [(0.0, 1.0), (11, 1), (.nan, 1), (1, -1), (1, 21), (1, .nan)])
+  func refusedSharpen(_ sigma: Double, _ amount: Double) throws {
+    let error = #expect(throws: PipelineError.self) { try quadrants.image.sharpened(sigma: sigma, amount: amount) }
+    #expect(error?.code == .invalidInput && error?.message.contains("sharpen") == true)
+  }
+
+  @Test("flatten composes alpha over its colour and drops the alpha band")
+  func flatten() async throws {
+    let image = try VipsImage.fromPixels([255, 0, 0, 128, 0, 0, 255, 255, 0, 0, 0, 0], width: 3, height: 1, bands: 4)
+    let input = DecodedImage(source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: 3, sourceHeight: 1)
+    let flat = try await harness.run(Flattener(background: [255, 255, 255]), on: input).image.materialized()
+    #expect(flat.bands == 3)
+    #expect(colour(try flat.pixel(x: 0, y: 0), isNear: [255, 127, 127], tolerance: 2))  // half red over white
+    #expect(try flat.pixel(x: 1, y: 0) == [0, 0, 255])
+    #expect(try flat.pixel(x: 2, y: 0) == [255, 255, 255])
+    #expect(try await harness.run(Flattener(), on: quadrants).image === quadrants.image)  // no alpha: unchanged
+  }
+
+  @Test("extend pads each side with its colour; a colour that is not opaque adds alpha")
+  func extend() async throws {
+    let padded = try await harness.run(
+      Extender(top: 10, right: 20, bottom: 30, left: 40, background: [0, 255, 0, 255]), on: quadrants)
+    #expect([padded.width, padded.height] == [460, 240])
+    let pixels = try padded.image.materialized()
+    #expect(try pixels.pixel(x: 0, y: 0) == Q.green)
+    #expect(try pixels.pixel(x: 45, y: 15) == Q.red)
+    #expect(try pixels.pixel(x: 459, y: 239) == Q.green)
+    #expect(try pixels.pixel(x: 435, y: 205) == Q.white)
+    let clear = try await harness.run(Extender(left: 5, background: [0, 0, 0, 0]), on: quadrants).image.materialized()
+    #expect(clear.bands == 4)
+    #expect(try clear.pixel(x: 2, y: 2)[3] == 0 && clear.pixel(x: 7, y: 2) == Q.red + [255])
+    let tooWide = await #expect(throws: PipelineError.self) {
+      _ = try await harness.run(Extender(left: VipsImage.maxExtendedSide, background: [0, 0, 0, 255]), on: quadrants)
+    }
+    #expect(tooWide?.code == .imageTooLarge && tooWide?.message.contains("65535") == true)
+    let negative = #expect(throws: PipelineError.self) {
+      try quadrants.image.extended(top: -1, right: 0, bottom: 0, left: 0, background: [0, 0, 0, 255])
+    }
+    #expect(negative?.code == .invalidInput)
+  }
+}
