@@ -224,6 +224,25 @@ int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out) {
 
 int dr_addalpha(VipsImage *in, VipsImage **out) { return vips_addalpha(in, out, NULL); }
 
+int dr_find_trim(VipsImage *in, double threshold, const double *background, int n_background, int *left, int *top,
+                 int *width, int *height) {
+  VipsArrayDouble *bg = vips_array_double_new(background, n_background);
+  int result = vips_find_trim(in, left, top, width, height, "threshold", threshold, "background", bg, NULL);
+  vips_area_unref(VIPS_AREA(bg));
+  return result;
+}
+
+int dr_getpoint(VipsImage *in, int x, int y, double *values, int max, int *n) {
+  double *vector = NULL;
+  int count = 0;
+  if (vips_getpoint(in, &vector, &count, x, y, NULL)) return -1;
+  int kept = count < max ? count : max;
+  for (int i = 0; i < kept; i++) values[i] = vector[i];
+  *n = kept;
+  g_free(vector);
+  return 0;
+}
+
 int dr_embed(VipsImage *in, int x, int y, int width, int height, const double *background, int n_background,
              VipsImage **out) {
   VipsArrayDouble *bg = vips_array_double_new(background, n_background);

@@ -8,8 +8,9 @@ import Darkroom
 /// `max_bytes`, `rotate(angle)` (counter-clockwise, as thumbor turns: a multiple of 90),
 /// `grayscale()`, `blur(radius[,sigma])` (sigma defaults to the radius; 0 blurs nothing) and
 /// `sharpen(amount,radius,luminance_only)` (always on lightness). A `-` before the width or the
-/// height flips the image horizontally or vertically.
-/// Any other filter and `trim` answer 400 with "unsupported …".
+/// height flips the image horizontally or vertically, and `trim[:top-left|:bottom-right][:N]`
+/// removes a uniform border first (a tolerance of N, at most 255; 10 by default).
+/// Any other filter answers 400 with "unsupported …".
 /// Sizes follow thumbor: the default mode fills the box and crops (upscaling unless
 /// `no_upscale()`), `fit-in` fits inside it (never upscaling unless `upscale()`), and a side of 0
 /// keeps the image's proportion.
@@ -44,9 +45,16 @@ public struct ThumborOperations: Sendable {
   /// or an argument that cannot be done.
   public func stages(for url: ThumborURL, accept: String?) throws(PipelineError) -> Recipe {
     var settings = try FilterSettings(url.filters)
-    if url.trim { throw PipelineError(.invalidInput, "unsupported operation trim") }
     try checkOutputSize(url, settings: settings)
     var stages = [AnyStage(ImageDecoder(maxPixels: configuration.maxPixels))]
+    if url.trim {
+      // thumbor trims first, before its crop and resize.
+      stages.append(
+        AnyStage(
+          Trimmer(
+            threshold: url.trimTolerance.map { Double(min($0, 255)) } ?? 10,
+            corner: url.trimFromBottomRight ? .bottomRight : .topLeft)))
+    }
     if let crop = url.crop, crop != (0, 0, 0, 0) {
       guard crop.right > crop.left, crop.bottom > crop.top else {
         throw PipelineError(.invalidInput, "the crop's bottom-right corner must be below and right of its top-left corner")

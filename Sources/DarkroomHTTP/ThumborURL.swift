@@ -42,6 +42,10 @@ public struct ThumborURL: Sendable, Equatable {
   /// The part of the path the signature covers (everything after the signature and its slash).
   public var signedPath: String
   public var trim = false
+  /// `trim:bottom-right`: the border's colour is the bottom-right pixel's (the top-left's by default).
+  public var trimFromBottomRight = false
+  /// `trim:…:N`: how far (0…442 in thumbor, RGB distance) a pixel may be from the border's colour.
+  public var trimTolerance: Int?
   /// A manual crop: left, top, right, bottom, in the source's pixels.
   public var crop: (left: Int, top: Int, right: Int, bottom: Int)?
   public var fit = Fit.fill
@@ -88,6 +92,15 @@ public struct ThumborURL: Sendable, Equatable {
 
     if let part = segment(), part == "trim" || part.hasPrefix("trim:") {
       trim = true
+      for option in part.split(separator: ":").dropFirst() {
+        if option == "top-left" || option == "bottom-right" {
+          trimFromBottomRight = option == "bottom-right"
+        } else if option.count <= 3, let tolerance = Int(option), (0...442).contains(tolerance) {
+          trimTolerance = tolerance
+        } else {
+          throw Self.bad("trim takes top-left or bottom-right and a tolerance of 0 to 442, not \(option.prefix(16))")
+        }
+      }
       advance(part)
     }
     if let part = segment(), let box = Self.crop(part) {

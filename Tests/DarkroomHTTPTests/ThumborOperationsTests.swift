@@ -65,10 +65,13 @@ struct ThumborOperationsTests {
       ("/unsafe/filters:rotate(540):blur(2)/a.jpg", ["rotate(180)", "blur(2.0)"]),
       ("/unsafe/filters:rotate(0):blur(0)/a.jpg", []),
       ("/unsafe/filters:blur(3,1.5):sharpen(2,0.5,true)/a.jpg", ["blur(1.5)", "sharpen(0.5,2.0)"]),
+      ("/unsafe/trim/-300x200/filters:grayscale()/a.jpg", ["trim(10.0,top-left)", "flip(horizontal)", "grayscale"]),
+      ("/unsafe/trim:bottom-right:30/a.jpg", ["trim(30.0,bottom-right)"]),
+      ("/unsafe/trim:400/a.jpg", ["trim(255.0,top-left)"]),
     ])
   func operationsInOrder(_ path: String, expected: [String]) throws {
     let identifiers = try self.identifiers(path)
-    let kinds = ["flip", "rotate", "grayscale", "blur", "sharpen"]
+    let kinds = ["trim", "flip", "rotate", "grayscale", "blur", "sharpen"]
     #expect(identifiers.filter { id in kinds.contains { id.hasPrefix($0) } } == expected, "\(identifiers)")
     #expect(identifiers.last?.hasPrefix("encode") == true || identifiers.last?.hasPrefix("jpeg") == true, "\(identifiers)")
   }
@@ -86,7 +89,6 @@ struct ThumborOperationsTests {
       ("/unsafe/filters:sharpen(1,0,true)/a.jpg", "radius"),
       ("/unsafe/filters:sharpen(1,1,maybe)/a.jpg", "luminance_only"),
       ("/unsafe/filters:max_bytes(0)/a.jpg", "max_bytes"),
-      ("/unsafe/trim/a.jpg", "unsupported operation trim"),
       ("/unsafe/filters:format(bmp)/a.jpg", "unsupported format bmp"),
       ("/unsafe/filters:quality(101)/a.jpg", "quality"),
       ("/unsafe/filters:fill(notacolour)/a.jpg", "colour"),

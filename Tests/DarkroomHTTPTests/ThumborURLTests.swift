@@ -63,6 +63,7 @@ struct ThumborURLTests {
     arguments: [
       "unsafe/a.jpg", "/unsafe", "/unsafe/", "/unsafe/300x200/", "/unsafe/99999999x1/a.jpg", "/unsafe/70000x10/a.jpg",
       "/unsafe/filters:quality(80/a.jpg", "/unsafe/filters:qu ality(80)/a.jpg", "/unsafe/a%zz.jpg", "//a.jpg",
+      "/unsafe/trim:middle/a.jpg", "/unsafe/trim:443/a.jpg", "/unsafe/trim:-1/a.jpg",
     ])
   func badPaths(_ path: String) {
     #expect(throws: PipelineError.self) { try ThumborURL(path: path) }

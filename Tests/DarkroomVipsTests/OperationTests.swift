@@ -146,4 +146,50 @@ struct OperationTests {
     }
     #expect(negative?.code == .invalidInput)
   }
+
+  /// `width`×`height` of `border`, with a `box` of `inside` at `x`, `y`.
+  func framed(width: Int, height: Int, border: [UInt8], box: (x: Int, y: Int, width: Int, height: Int), inside: [UInt8])
+    throws -> DecodedImage
+  {
+    var pixels: [UInt8] = []
+    for y in 0..<height {
+      for x in 0..<width {
+        let within = x >= box.x && x < box.x + box.width && y >= box.y && y < box.y + box.height
+        pixels += within ? inside : border
+      }
+    }
+    let image = try VipsImage.fromPixels(pixels, width: width, height: height, bands: border.count)
+    return DecodedImage(source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: width, sourceHeight: height)
+  }
+
+  @Test("trim keeps what differs from the border: by the top-left pixel, the bottom-right one, or a colour")
+  func trim() async throws {
+    let framed = try framed(width: 100, height: 80, border: [255, 255, 255], box: (30, 40, 20, 10), inside: Q.red)
+    for trimmer in [Trimmer(), Trimmer(corner: .bottomRight), Trimmer(background: [255, 255, 255])] {
+      let trimmed = try await harness.run(trimmer, on: framed)
+      #expect([trimmed.width, trimmed.height] == [20, 10], "\(trimmer.identifier)")
+      #expect(try trimmed.image.pixel(x: 10, y: 5) == Q.red)
+    }
+    // Told the border is red, the white all around is content: nothing is removed.
+    #expect(try await harness.run(Trimmer(background: [255, 0, 0]), on: framed).width == 100)
+    // All border: returned whole.
+    let blank = try self.framed(width: 10, height: 10, border: [9, 9, 9], box: (0, 0, 0, 0), inside: [9, 9, 9])
+    #expect(try await harness.run(Trimmer(), on: blank).width == 10)
+    // Through JPEG: its blocks smear red's colour a few pixels out, past the default threshold,
+    // and a larger one trims to the box.
+    let jpeg = try decodeBack(try ImageEncoder(.jpeg(quality: 75)).encode(framed)).materializedForTest()
+    let loose = try await harness.run(Trimmer(), on: jpeg)
+    #expect((20...40).contains(loose.width) && (10...30).contains(loose.height), "\(loose.width)x\(loose.height)")
+    let tight = try await harness.run(Trimmer(threshold: 80), on: jpeg)
+    #expect(abs(tight.width - 20) <= 4 && abs(tight.height - 10) <= 4, "\(tight.width)x\(tight.height)")
+  }
+
+  @Test("trim finds a transparent border (alpha flattened onto white to look) and keeps the alpha")
+  func trimAlpha() async throws {
+    let framed = try framed(width: 40, height: 30, border: [0, 0, 0, 0], box: (5, 6, 10, 12), inside: [0, 0, 255, 255])
+    let trimmed = try await harness.run(Trimmer(), on: framed)
+    #expect([trimmed.width, trimmed.height, trimmed.image.bands] == [10, 12, 4])
+    let refused = #expect(throws: PipelineError.self) { try framed.image.trimmed(threshold: 256) }
+    #expect(refused?.code == .invalidInput)
+  }
 }

@@ -75,6 +75,10 @@ int dr_flip(VipsImage *in, VipsDirection direction, VipsImage **out);
 int dr_gaussblur(VipsImage *in, double sigma, VipsImage **out);
 int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out);
 int dr_addalpha(VipsImage *in, VipsImage **out);
+int dr_find_trim(VipsImage *in, double threshold, const double *background, int n_background, int *left, int *top,
+                 int *width, int *height);
+// The pixel at x, y: at most `max` band values into `values`, how many in `*n`.
+int dr_getpoint(VipsImage *in, int x, int y, double *values, int max, int *n);
 int dr_embed(VipsImage *in, int x, int y, int width, int height, const double *background, int n_background,
              VipsImage **out);
 

@@ -100,3 +100,28 @@ enum ColourOption {
     return [OptionProblem(option: option, "expected a colour like \"#000000\" or \"#ffffff80\", got \"\(text.prefix(40))\"")]
   }
 }
+
+/// JSON options of the `trim` stage.
+package struct TrimOptions: StageOptions {
+  public var threshold: Double
+  public var background: String?
+  public var corner: String
+
+  public static let specs = [
+    OptionSpec(
+      "threshold", .number(min: 0, max: 255), default: 10.0,
+      "How far a pixel may differ from the border's colour (0–255) and still be border."),
+    OptionSpec("background", .string, "The border's colour (#rgb or #rrggbb); the `corner` pixel's when left out."),
+    OptionSpec(
+      "corner", .choice(TrimCorner.allCases.map(\.rawValue)), default: "top-left",
+      "The pixel whose colour is the border's when no `background` is given."),
+  ]
+
+  public func problems() -> [OptionProblem] { background.map { ColourOption.problems($0, option: "background") } ?? [] }
+
+  public var trimmer: Trimmer {
+    Trimmer(
+      threshold: threshold, background: background.flatMap(Color.parse).map { Array($0.prefix(3)) },
+      corner: TrimCorner(rawValue: corner) ?? .topLeft)
+  }
+}

@@ -50,3 +50,34 @@ public struct Extender: PixelOperation {
     try image.extended(top: top, right: right, bottom: bottom, left: left, background: background)
   }
 }
+
+/// The `trim` stage: removes a uniform border (the colour of the top-left pixel, or a given one,
+/// within a threshold).
+///
+/// ```swift
+/// let cropped = Pipeline(name: "cropped") { Fetcher(); ImageDecoder(); Trimmer(threshold: 20); ImageEncoder(.png()) }
+/// ```
+public struct Trimmer: PixelOperation {
+  public static let kind = "trim"
+
+  /// How far (0…255) a pixel may differ from the border's colour and still be border.
+  public var threshold: Double
+  /// The border's colour (RGB, 0…255); the colour of the pixel at `corner` when `nil`.
+  public var background: [Double]?
+  /// Where the border's colour is read when no `background` is given.
+  public var corner: TrimCorner
+
+  public init(threshold: Double = 10, background: [Double]? = nil, corner: TrimCorner = .topLeft) {
+    self.threshold = threshold
+    self.background = background
+    self.corner = corner
+  }
+
+  public var identifier: String {
+    "trim(\(threshold),\(background.map { $0.map { String(Int($0)) }.joined(separator: ",") } ?? corner.rawValue))"
+  }
+
+  public func apply(to image: VipsImage) throws(PipelineError) -> VipsImage {
+    try image.trimmed(threshold: threshold, background: background, corner: corner)
+  }
+}

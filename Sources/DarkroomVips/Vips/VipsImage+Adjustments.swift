@@ -24,6 +24,16 @@ public enum RotationAngle: Int, Sendable, Hashable, Codable, CaseIterable {
   }
 }
 
+/// The corner whose pixel gives a trim its border's colour.
+///
+/// ```swift
+/// let inner = try image.trimmed(corner: .bottomRight)
+/// ```
+public enum TrimCorner: String, Sendable, Hashable, Codable, CaseIterable {
+  case topLeft = "top-left"
+  case bottomRight = "bottom-right"
+}
+
 /// Which way a flip mirrors an image.
 ///
 /// ```swift
@@ -128,6 +138,52 @@ extension VipsImage {
         dr_embed($0, Int32(left), Int32(top), Int32(width), Int32(height), buffer.baseAddress, Int32(buffer.count), $1)
       }
     }
+  }
+
+  /// Without its uniform border: the largest box whose edges differ from `background` (RGB,
+  /// 0…255; the pixel at `corner` when `nil`) by more than `threshold` (0…255) is kept, after
+  /// libvips' median filter (so that noise and JPEG ringing are not content). Alpha is flattened
+  /// onto white to find the box, and kept in the result. An image that is all border, or under
+  /// 3×3 pixels, is returned as it is.
+  public func trimmed(threshold: Double = 10, background: [Double]? = nil, corner: TrimCorner = .topLeft)
+    throws(PipelineError) -> VipsImage
+  {
+    guard threshold.isFinite, (0...255).contains(threshold) else {
+      throw PipelineError(.invalidInput, "a trim's threshold is 0 to 255, not \(threshold)")
+    }
+    guard width >= 3, height >= 3 else { return self }
+    // Read twice (to find the box, then to crop it): held in memory first.
+    let source = try materialized()
+    let flat = try source.flattened(background: [255, 255, 255])
+    let colour: [Double]
+    if let background {
+      colour = flat.bandValues(background)
+    } else {
+      colour = corner == .topLeft ? try flat.point(x: 0, y: 0) : try flat.point(x: flat.width - 1, y: flat.height - 1)
+    }
+    var (left, top, width, height): (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
+    let found = colour.withUnsafeBufferPointer { buffer in
+      dr_find_trim(
+        flat.pointer, threshold * flat.sampleScale, buffer.baseAddress, Int32(buffer.count), &left, &top, &width, &height)
+    }
+    guard found == 0 else {
+      let cause = Vips.captureError()
+      throw PipelineError(.processingFailed, "finding the border to trim failed: \(cause.text)", cause: cause)
+    }
+    guard width > 0, height > 0 else { return source }
+    return try source.cropped(x: Int(left), y: Int(top), width: Int(width), height: Int(height))
+  }
+
+  /// The values of the pixel at `x`, `y`, one per band, in the image's own sample scale.
+  func point(x: Int, y: Int) throws(PipelineError) -> [Double] {
+    var values = [Double](repeating: 0, count: 16)
+    var count: Int32 = 0
+    let status = values.withUnsafeMutableBufferPointer { dr_getpoint(pointer, Int32(x), Int32(y), $0.baseAddress, 16, &count) }
+    guard status == 0 else {
+      let cause = Vips.captureError()
+      throw PipelineError(.corruptImage, "reading a pixel failed: \(cause.text)", cause: cause)
+    }
+    return Array(values.prefix(Int(count)))
   }
 
   /// `operation` on the image with its alpha premultiplied (nothing to do without alpha), then
