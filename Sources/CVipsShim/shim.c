@@ -224,6 +224,10 @@ int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out) {
 
 int dr_addalpha(VipsImage *in, VipsImage **out) { return vips_addalpha(in, out, NULL); }
 
+int dr_linear(VipsImage *in, const double *a, const double *b, int n, VipsImage **out) {
+  return vips_linear(in, out, (double *)a, (double *)b, n, NULL);
+}
+
 int dr_find_trim(VipsImage *in, double threshold, const double *background, int n_background, int *left, int *top,
                  int *width, int *height) {
   VipsArrayDouble *bg = vips_array_double_new(background, n_background);

@@ -24,7 +24,7 @@ public enum Darkroom {
   }
 
   /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `rotate`, `flip`, `grayscale`, `blur`,
-  /// `sharpen`, `flatten`, `extend`, `trim`, `encode`, `write`, `cache`, `notify`, `save`.
+  /// `sharpen`, `modulate`, `flatten`, `extend`, `trim`, `encode`, `write`, `cache`, `notify`, `save`.
   public static var standardRegistry: StageRegistry {
     var registry = StageRegistry()
     registry.register(
@@ -95,6 +95,11 @@ public enum Darkroom {
       "extend", summary: "Pads the image with a colour by a number of pixels on each side.", options: ExtendOptions.self
     ) { options, _ in
       options.extender
+    }
+    registry.register(
+      "modulate", summary: "Multiplies brightness and saturation and turns the hue (in LCh).", options: ModulateOptions.self
+    ) { options, _ in
+      options.modulator
     }
     registry.register(
       "trim", summary: "Removes a uniform border: the top-left pixel's colour, or a given one, within a threshold.",

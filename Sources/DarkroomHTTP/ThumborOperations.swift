@@ -6,7 +6,7 @@ import Darkroom
 /// The filters that have a stage are `format`, `quality`, `fill`, `background_color`,
 /// `strip_icc`, `strip_exif` (Darkroom strips all metadata anyway), `no_upscale`, `upscale`,
 /// `max_bytes`, `rotate(angle)` (counter-clockwise, as thumbor turns: a multiple of 90),
-/// `grayscale()`, `blur(radius[,sigma])` (sigma defaults to the radius; 0 blurs nothing) and
+/// `grayscale()`, `brightness(amount)` and `saturation(amount)` (-100 to 100 %), `blur(radius[,sigma])` (sigma defaults to the radius; 0 blurs nothing) and
 /// `sharpen(amount,radius,luminance_only)` (always on lightness). A `-` before the width or the
 /// height flips the image horizontally or vertically, and `trim[:top-left|:bottom-right][:N]`
 /// removes a uniform border first (a tolerance of N, at most 255; 10 by default).
@@ -30,7 +30,7 @@ public struct ThumborOperations: Sendable {
   /// The filters that have a stage.
   public static let supportedFilters: Set<String> = [
     "format", "quality", "fill", "background_color", "strip_icc", "strip_exif", "no_upscale", "upscale", "max_bytes",
-    "rotate", "grayscale", "blur", "sharpen",
+    "rotate", "grayscale", "blur", "sharpen", "brightness", "saturation",
   ]
 
   private let configuration: ServerConfiguration
@@ -226,7 +226,7 @@ struct FilterSettings {
             .invalidInput, "max_bytes takes a number of bytes from 1 to 1000000000, got \(arguments[0].prefix(16))")
         }
         maxBytes = bytes
-      case "rotate", "grayscale", "blur", "sharpen":
+      case "rotate", "grayscale", "blur", "sharpen", "brightness", "saturation":
         if let stage = try Self.operation(filter.name, arguments, expect: expect) { operations.append(stage) }
       default:
         throw PipelineError(.invalidInput, "unsupported filter \(filter.name)")
@@ -258,6 +258,12 @@ struct FilterSettings {
     case "grayscale":
       try expect(0...0)
       return AnyStage(Grayscaler())
+    case "brightness", "saturation":
+      try expect(1...1)
+      let percent = try number(0, "amount", in: -100...100)
+      if percent == 0 { return nil }
+      let factor = 1 + percent / 100
+      return AnyStage(name == "brightness" ? Modulator(brightness: factor) : Modulator(saturation: factor))
     case "blur":
       try expect(1...2)
       let radius = try number(0, "radius", in: 0...150)

@@ -68,10 +68,13 @@ struct ThumborOperationsTests {
       ("/unsafe/trim/-300x200/filters:grayscale()/a.jpg", ["trim(10.0,top-left)", "flip(horizontal)", "grayscale"]),
       ("/unsafe/trim:bottom-right:30/a.jpg", ["trim(30.0,bottom-right)"]),
       ("/unsafe/trim:400/a.jpg", ["trim(255.0,top-left)"]),
+      (
+        "/unsafe/filters:brightness(-50):saturation(100):brightness(0)/a.jpg", ["modulate(0.5,1.0,0.0)", "modulate(1.0,2.0,0.0)"]
+      ),
     ])
   func operationsInOrder(_ path: String, expected: [String]) throws {
     let identifiers = try self.identifiers(path)
-    let kinds = ["trim", "flip", "rotate", "grayscale", "blur", "sharpen"]
+    let kinds = ["trim", "flip", "rotate", "grayscale", "blur", "sharpen", "modulate"]
     #expect(identifiers.filter { id in kinds.contains { id.hasPrefix($0) } } == expected, "\(identifiers)")
     #expect(identifiers.last?.hasPrefix("encode") == true || identifiers.last?.hasPrefix("jpeg") == true, "\(identifiers)")
   }
@@ -86,6 +89,7 @@ struct ThumborOperationsTests {
       ("/unsafe/filters:blur(151)/a.jpg", "radius is a number from 0.0 to 150.0"),
       ("/unsafe/filters:blur(2,nan)/a.jpg", "sigma"),
       ("/unsafe/filters:sharpen(1)/a.jpg", "sharpen takes 2…3 arguments"),
+      ("/unsafe/filters:brightness(101)/a.jpg", "amount is a number from -100.0 to 100.0"),
       ("/unsafe/filters:sharpen(1,0,true)/a.jpg", "radius"),
       ("/unsafe/filters:sharpen(1,1,maybe)/a.jpg", "luminance_only"),
       ("/unsafe/filters:max_bytes(0)/a.jpg", "max_bytes"),

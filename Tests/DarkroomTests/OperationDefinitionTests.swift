@@ -70,6 +70,8 @@ struct OperationDefinitionTests {
       (#"{"stage": "extend", "left": 70000}"#, "65535"),
       (#"{"stage": "extend", "background": "blue"}"#, "colour"),
       (#"{"stage": "trim", "threshold": 300}"#, "threshold"),
+      (#"{"stage": "modulate", "hue": 720}"#, "hue"),
+      (#"{"stage": "modulate", "brightness": -1}"#, "brightness"),
       (#"{"stage": "trim", "corner": "top-right"}"#, "bottom-right"),
       (#"{"stage": "trim", "background": "grey"}"#, "colour"),
       (#"{"stage": "resize", "width": 10, "dpr": 0.5}"#, "dpr"),

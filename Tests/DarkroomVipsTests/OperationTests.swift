@@ -192,4 +192,25 @@ struct OperationTests {
     let refused = #expect(throws: PipelineError.self) { try framed.image.trimmed(threshold: 256) }
     #expect(refused?.code == .invalidInput)
   }
+
+  @Test("modulate: brightness darkens or lightens, saturation 0 is grey, a half turn of hue makes red cyan; alpha and grey kept")
+  func modulate() async throws {
+    let colours = try VipsImage.fromPixels([200, 40, 40, 255, 100, 100, 100, 128], width: 2, height: 1, bands: 4)
+    let input = DecodedImage(source: ImageSource("memory"), image: colours, sourceFormat: .png, sourceWidth: 2, sourceHeight: 1)
+    let darker = try await harness.run(Modulator(brightness: 0.5), on: input).image.materialized()
+    #expect(try darker.pixel(x: 1, y: 0)[0] < 60 && darker.pixel(x: 1, y: 0)[3] == 128)
+    let grey = try await harness.run(Modulator(saturation: 0), on: input).image.materialized()
+    let red = try grey.pixel(x: 0, y: 0)
+    #expect(abs(Int(red[0]) - Int(red[1])) <= 3 && abs(Int(red[1]) - Int(red[2])) <= 3, "\(red)")
+    let turned = try await harness.run(Modulator(hue: 180), on: input).image.materialized()
+    let cyan = try turned.pixel(x: 0, y: 0)
+    #expect(cyan[1] > cyan[0] && cyan[2] > cyan[0], "\(cyan)")
+    let greyInput = try await harness.run(Grayscaler(), on: quadrants)
+    #expect(try await harness.run(Modulator(brightness: 1.2, saturation: 2), on: greyInput).image.bands == 1)
+    #expect(try await harness.run(Modulator(), on: input).image === input.image)
+    for (b, s, h) in [(-1.0, 1.0, 0.0), (11, 1, 0), (1, .nan, 0), (1, 1, 400), (1, 1, .infinity)] {
+      let error = #expect(throws: PipelineError.self) { try colours.modulated(brightness: b, saturation: s, hue: h) }
+      #expect(error?.code == .invalidInput)
+    }
+  }
 }

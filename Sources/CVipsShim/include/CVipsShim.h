@@ -75,6 +75,8 @@ int dr_flip(VipsImage *in, VipsDirection direction, VipsImage **out);
 int dr_gaussblur(VipsImage *in, double sigma, VipsImage **out);
 int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out);
 int dr_addalpha(VipsImage *in, VipsImage **out);
+// out = in × a + b, band by band (float); n values in each of a and b.
+int dr_linear(VipsImage *in, const double *a, const double *b, int n, VipsImage **out);
 int dr_find_trim(VipsImage *in, double threshold, const double *background, int n_background, int *left, int *top,
                  int *width, int *height);
 // The pixel at x, y: at most `max` band values into `values`, how many in `*n`.

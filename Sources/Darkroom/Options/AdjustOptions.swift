@@ -125,3 +125,20 @@ package struct TrimOptions: StageOptions {
       corner: TrimCorner(rawValue: corner) ?? .topLeft)
   }
 }
+
+/// JSON options of the `modulate` stage.
+package struct ModulateOptions: StageOptions {
+  public var brightness: Double
+  public var saturation: Double
+  public var hue: Double
+
+  public static let specs = [
+    OptionSpec(
+      "brightness", .number(min: 0, max: VipsImage.maxModulation), default: 1.0, "Lightness factor: 1 keeps it, 0.5 halves it."),
+    OptionSpec(
+      "saturation", .number(min: 0, max: VipsImage.maxModulation), default: 1.0, "Colourfulness factor: 0 is grey, 2 doubles it."),
+    OptionSpec("hue", .number(min: -360, max: 360), default: 0.0, "Degrees the hue turns."),
+  ]
+
+  public var modulator: Modulator { Modulator(brightness: brightness, saturation: saturation, hue: hue) }
+}

@@ -58,3 +58,27 @@ public struct Sharpener: PixelOperation {
     try image.sharpened(sigma: sigma, amount: amount)
   }
 }
+
+/// The `modulate` stage: brightness and saturation as factors, and a hue turn in degrees (in
+/// LCh, as sharp's `modulate`).
+///
+/// ```swift
+/// let vivid = Pipeline(name: "vivid") { Fetcher(); ImageDecoder(); Modulator(saturation: 1.5); ImageEncoder(.jpeg()) }
+/// ```
+public struct Modulator: PixelOperation {
+  public static let kind = "modulate"
+
+  public var brightness: Double
+  public var saturation: Double
+  public var hue: Double
+
+  public init(brightness: Double = 1, saturation: Double = 1, hue: Double = 0) {
+    (self.brightness, self.saturation, self.hue) = (brightness, saturation, hue)
+  }
+
+  public var identifier: String { "modulate(\(brightness),\(saturation),\(hue))" }
+
+  public func apply(to image: VipsImage) throws(PipelineError) -> VipsImage {
+    try image.modulated(brightness: brightness, saturation: saturation, hue: hue)
+  }
+}

@@ -174,6 +174,42 @@ extension VipsImage {
     return try source.cropped(x: Int(left), y: Int(top), width: Int(width), height: Int(height))
   }
 
+  /// The largest brightness or saturation factor ``modulated(brightness:saturation:hue:)`` takes.
+  public static let maxModulation = 10.0
+
+  /// Brightness and saturation multiplied, and the hue turned by `hue` degrees, in LCh (as
+  /// sharp's `modulate` does): 1, 1 and 0 change nothing. Alpha is kept; greyscale images have
+  /// no hue or saturation to change, and stay greyscale; 16-bit images stay 16-bit.
+  public func modulated(brightness: Double = 1, saturation: Double = 1, hue: Double = 0) throws(PipelineError) -> VipsImage {
+    for (name, value) in [("brightness", brightness), ("saturation", saturation)]
+    where !value.isFinite || value < 0 || value > Self.maxModulation {
+      throw PipelineError(.invalidInput, "a modulate's \(name) is a factor from 0 to \(Self.maxModulation), not \(value)")
+    }
+    guard hue.isFinite, (-360...360).contains(hue) else {
+      throw PipelineError(.invalidInput, "a modulate's hue is -360 to 360 degrees, not \(hue)")
+    }
+    if brightness == 1, saturation == 1, hue == 0 { return self }
+    let space = interpretation
+    let grey = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16
+    let deep = bandFormat == VIPS_FORMAT_USHORT
+    let target =
+      grey
+      ? (deep ? VIPS_INTERPRETATION_GREY16 : VIPS_INTERPRETATION_B_W)
+      : (deep ? VIPS_INTERPRETATION_RGB16 : VIPS_INTERPRETATION_sRGB)
+    let lch = try derive("converting to LCh") { dr_colourspace($0, VIPS_INTERPRETATION_LCH, $1) }
+    // L, C and h, then any other band (alpha) as it is.
+    let factors = [brightness, saturation, 1] + Array(repeating: 1.0, count: max(0, lch.bands - 3))
+    let offsets = [0, 0, hue] + Array(repeating: 0.0, count: max(0, lch.bands - 3))
+    let changed = try factors.withUnsafeBufferPointer { a throws(PipelineError) in
+      try offsets.withUnsafeBufferPointer { b throws(PipelineError) in
+        try lch.derive("modulating") { dr_linear($0, a.baseAddress, b.baseAddress, Int32(a.count), $1) }
+      }
+    }
+    let back = try changed.derive("converting back from LCh") { dr_colourspace($0, target, $1) }
+    let format = deep ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR
+    return back.bandFormat == format ? back : try back.derive("restoring the pixel format") { dr_cast($0, format, $1) }
+  }
+
   /// The values of the pixel at `x`, `y`, one per band, in the image's own sample scale.
   func point(x: Int, y: Int) throws(PipelineError) -> [Double] {
     var values = [Double](repeating: 0, count: 16)
