@@ -224,6 +224,45 @@ int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out) {
 
 int dr_addalpha(VipsImage *in, VipsImage **out) { return vips_addalpha(in, out, NULL); }
 
+int dr_rounded_mask(int width, int height, double rx, double ry, VipsImage **out) {
+  // Computed, not drawn (svgload is one of the loaders Darkroom blocks): for each pixel centre,
+  // its distance past the inner rectangle, in radii; 255 up to 1, fading to 0 over a pixel.
+  if (width < 1 || height < 1 || !(rx > 0) || !(ry > 0)) return -1;
+  VipsImage *context = vips_image_new();
+  VipsImage **t = (VipsImage **)vips_object_local_array(VIPS_OBJECT(context), 11);
+  double cx = width / 2.0, cy = height / 2.0, m = rx < ry ? rx : ry;
+  double ones[2] = {1, 1}, centred[2] = {0.5 - cx, 0.5 - cy}, inner[2] = {rx - cx, ry - cy};
+  double radii[2] = {0.5 / rx, 0.5 / ry}, zeros[2] = {0, 0}, doubled = 2, none = 0;
+  double fade = -m * 255.0, full = (m + 0.5) * 255.0;
+  int failed = vips_xyz(&t[0], width, height, NULL) || vips_linear(t[0], &t[1], ones, centred, 2, NULL) ||
+               vips_abs(t[1], &t[2], NULL) || vips_linear(t[2], &t[3], ones, inner, 2, NULL) ||
+               vips_abs(t[3], &t[4], NULL) || vips_add(t[3], t[4], &t[5], NULL) ||  // 2 × max(v, 0)
+               vips_linear(t[5], &t[6], radii, zeros, 2, NULL) || vips_multiply(t[6], t[6], &t[7], NULL) ||
+               vips_bandmean(t[7], &t[8], NULL) || vips_linear(t[8], &t[9], &doubled, &none, 1, NULL) ||
+               vips_pow_const1(t[9], &t[10], 0.5, NULL);
+  if (failed) {
+    g_object_unref(context);
+    return -1;
+  }
+  VipsImage *alpha = NULL;
+  if (vips_linear(t[10], &alpha, &fade, &full, 1, NULL)) {
+    g_object_unref(context);
+    return -1;
+  }
+  int result = vips_cast(alpha, out, VIPS_FORMAT_UCHAR, NULL);
+  g_object_unref(alpha);
+  g_object_unref(context);
+  return result;
+}
+
+int dr_extract_bands(VipsImage *in, int first, int count, VipsImage **out) {
+  return vips_extract_band(in, out, first, "n", count, NULL);
+}
+
+int dr_multiply(VipsImage *left, VipsImage *right, VipsImage **out) { return vips_multiply(left, right, out, NULL); }
+
+int dr_bandjoin2(VipsImage *left, VipsImage *right, VipsImage **out) { return vips_bandjoin2(left, right, out, NULL); }
+
 int dr_linear(VipsImage *in, const double *a, const double *b, int n, VipsImage **out) {
   return vips_linear(in, out, (double *)a, (double *)b, n, NULL);
 }

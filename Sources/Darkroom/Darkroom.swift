@@ -24,7 +24,7 @@ public enum Darkroom {
   }
 
   /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `rotate`, `flip`, `grayscale`, `blur`,
-  /// `sharpen`, `modulate`, `flatten`, `extend`, `trim`, `encode`, `write`, `cache`, `notify`, `save`.
+  /// `sharpen`, `modulate`, `flatten`, `extend`, `round`, `trim`, `encode`, `write`, `cache`, `notify`, `save`.
   public static var standardRegistry: StageRegistry {
     var registry = StageRegistry()
     registry.register(
@@ -100,6 +100,11 @@ public enum Darkroom {
       "modulate", summary: "Multiplies brightness and saturation and turns the hue (in LCh).", options: ModulateOptions.self
     ) { options, _ in
       options.modulator
+    }
+    registry.register(
+      "round", summary: "Cuts the corners round (a radius, or a circle), transparent outside.", options: RoundOptions.self
+    ) { options, _ in
+      options.rounder
     }
     registry.register(
       "trim", summary: "Removes a uniform border: the top-left pixel's colour, or a given one, within a threshold.",

@@ -7,7 +7,7 @@ import Darkroom
 /// `strip_icc`, `strip_exif` (Darkroom strips all metadata anyway), `no_upscale`, `upscale`,
 /// `max_bytes`, `rotate(angle)` (counter-clockwise, as thumbor turns: a multiple of 90),
 /// `grayscale()`, `brightness(amount)` and `saturation(amount)` (-100 to 100 %), `blur(radius[,sigma])` (sigma defaults to the radius; 0 blurs nothing) and
-/// `sharpen(amount,radius,luminance_only)` (always on lightness). A `-` before the width or the
+/// `sharpen(amount,radius,luminance_only)` (always on lightness), `round_corner(a|b,r,g,b[,transparent])`. A `-` before the width or the
 /// height flips the image horizontally or vertically, and `trim[:top-left|:bottom-right][:N]`
 /// removes a uniform border first (a tolerance of N, at most 255; 10 by default).
 /// Any other filter answers 400 with "unsupported …".
@@ -30,7 +30,7 @@ public struct ThumborOperations: Sendable {
   /// The filters that have a stage.
   public static let supportedFilters: Set<String> = [
     "format", "quality", "fill", "background_color", "strip_icc", "strip_exif", "no_upscale", "upscale", "max_bytes",
-    "rotate", "grayscale", "blur", "sharpen", "brightness", "saturation",
+    "rotate", "grayscale", "blur", "sharpen", "brightness", "saturation", "round_corner",
   ]
 
   private let configuration: ServerConfiguration
@@ -228,6 +228,9 @@ struct FilterSettings {
         maxBytes = bytes
       case "rotate", "grayscale", "blur", "sharpen", "brightness", "saturation":
         if let stage = try Self.operation(filter.name, arguments, expect: expect) { operations.append(stage) }
+      case "round_corner":
+        try expect(4...5)
+        operations += try Self.roundCorner(arguments)
       default:
         throw PipelineError(.invalidInput, "unsupported filter \(filter.name)")
       }
@@ -279,6 +282,32 @@ struct FilterSettings {
       }
       return AnyStage(Sharpener(sigma: radius, amount: amount))
     }
+  }
+
+  /// thumbor's `round_corner(a|b,r,g,b[,transparent])`: corners of radius a (b vertically),
+  /// filled with the colour r, g, b unless `transparent` is 1 or true.
+  private static func roundCorner(_ arguments: [String]) throws(PipelineError) -> [AnyStage] {
+    let radii = arguments[0].split(separator: "|", omittingEmptySubsequences: false)
+    guard (1...2).contains(radii.count),
+      let rx = radii.first.flatMap({ $0.count <= 6 ? Double($0) : nil }), (0...65_535).contains(rx),
+      let ry = radii.count == 2 ? radii.last.flatMap({ $0.count <= 6 ? Double($0) : nil }) : rx, (0...65_535).contains(ry)
+    else {
+      throw PipelineError(.invalidInput, "round_corner's radius is a|b, pixels from 0 to 65535, got \(arguments[0].prefix(16))")
+    }
+    var colour: [Double] = []
+    for text in arguments[1...3] {
+      guard text.count <= 3, let value = Int(text), (0...255).contains(value) else {
+        throw PipelineError(.invalidInput, "round_corner's colour is three numbers from 0 to 255, got \(text.prefix(16))")
+      }
+      colour.append(Double(value))
+    }
+    let transparent = arguments.count > 4 && ["1", "true"].contains(arguments[4].lowercased())
+    if arguments.count > 4, !transparent, !["0", "false"].contains(arguments[4].lowercased()) {
+      throw PipelineError(.invalidInput, "round_corner's transparent is 0, 1, true or false, got \(arguments[4].prefix(16))")
+    }
+    guard rx > 0, ry > 0 else { return [] }
+    let round = AnyStage(Rounder(radius: rx, verticalRadius: ry == rx ? nil : ry))
+    return transparent ? [round] : [round, AnyStage(Flattener(background: colour))]
   }
 
   private static let named: [String: [Double]] = [

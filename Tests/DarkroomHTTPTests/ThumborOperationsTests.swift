@@ -68,13 +68,15 @@ struct ThumborOperationsTests {
       ("/unsafe/trim/-300x200/filters:grayscale()/a.jpg", ["trim(10.0,top-left)", "flip(horizontal)", "grayscale"]),
       ("/unsafe/trim:bottom-right:30/a.jpg", ["trim(30.0,bottom-right)"]),
       ("/unsafe/trim:400/a.jpg", ["trim(255.0,top-left)"]),
+      ("/unsafe/filters:round_corner(20,255,255,255)/a.png", ["round(20.0)", "flatten(255,255,255)"]),
+      ("/unsafe/filters:round_corner(20|40,0,0,0,1)/a.png", ["round(20.0|40.0)"]),
       (
         "/unsafe/filters:brightness(-50):saturation(100):brightness(0)/a.jpg", ["modulate(0.5,1.0,0.0)", "modulate(1.0,2.0,0.0)"]
       ),
     ])
   func operationsInOrder(_ path: String, expected: [String]) throws {
     let identifiers = try self.identifiers(path)
-    let kinds = ["trim", "flip", "rotate", "grayscale", "blur", "sharpen", "modulate"]
+    let kinds = ["trim", "flip", "rotate", "grayscale", "blur", "sharpen", "modulate", "round", "flatten"]
     #expect(identifiers.filter { id in kinds.contains { id.hasPrefix($0) } } == expected, "\(identifiers)")
     #expect(identifiers.last?.hasPrefix("encode") == true || identifiers.last?.hasPrefix("jpeg") == true, "\(identifiers)")
   }
@@ -83,6 +85,7 @@ struct ThumborOperationsTests {
     "what has no stage yet, and a bad argument, is refused by name",
     arguments: [
       ("/unsafe/filters:watermark(a.png,0,0,0)/a.jpg", "unsupported filter watermark"),
+      ("/unsafe/filters:noise(10)/a.jpg", "unsupported filter noise"),
       ("/unsafe/filters:rotate(45)/a.jpg", "multiple of 90"),
       ("/unsafe/filters:rotate(9999999999)/a.jpg", "multiple of 90"),
       ("/unsafe/filters:grayscale(1)/a.jpg", "grayscale takes 0…0 arguments"),
@@ -90,6 +93,9 @@ struct ThumborOperationsTests {
       ("/unsafe/filters:blur(2,nan)/a.jpg", "sigma"),
       ("/unsafe/filters:sharpen(1)/a.jpg", "sharpen takes 2…3 arguments"),
       ("/unsafe/filters:brightness(101)/a.jpg", "amount is a number from -100.0 to 100.0"),
+      ("/unsafe/filters:round_corner(20|,0,0,0)/a.jpg", "radius is a|b"),
+      ("/unsafe/filters:round_corner(20,0,0,256)/a.jpg", "three numbers from 0 to 255"),
+      ("/unsafe/filters:round_corner(20,0,0,0,maybe)/a.jpg", "transparent"),
       ("/unsafe/filters:sharpen(1,0,true)/a.jpg", "radius"),
       ("/unsafe/filters:sharpen(1,1,maybe)/a.jpg", "luminance_only"),
       ("/unsafe/filters:max_bytes(0)/a.jpg", "max_bytes"),

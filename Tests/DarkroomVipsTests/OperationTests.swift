@@ -213,4 +213,28 @@ struct OperationTests {
       #expect(error?.code == .invalidInput)
     }
   }
+
+  @Test("round makes the corners transparent and keeps the middle; a circle fills a square; alpha already there is kept")
+  func round() async throws {
+    let corners = try await harness.run(Rounder(radius: 30), on: quadrants).image.materialized()
+    #expect(corners.bands == 4)
+    #expect(try corners.pixel(x: 0, y: 0)[3] == 0 && corners.pixel(x: 399, y: 199)[3] == 0)
+    #expect(try corners.pixel(x: 35, y: 2)[3] == 255)  // along the top edge, past the corner
+    #expect(try corners.pixel(x: 100, y: 50) == Q.red + [255])
+    let edge = try corners.pixel(x: 8, y: 8)[3]  // on the arc (30.4 pixels from its centre): partly covered
+    #expect(edge > 0 && edge < 255, "\(edge)")
+    let square = try VipsImage.fromPixels([UInt8](repeating: 200, count: 100 * 100), width: 100, height: 100, bands: 1)
+    let disc = try square.rounded(rx: nil).materialized()
+    #expect(disc.bands == 2)
+    #expect(try disc.pixel(x: 8, y: 8)[1] == 0 && disc.pixel(x: 50, y: 50) == [200, 255] && disc.pixel(x: 2, y: 50)[1] == 255)
+    // Transparent already: stays transparent inside the shape.
+    let clear = try VipsImage.fromPixels([UInt8](repeating: 0, count: 20 * 20 * 4), width: 20, height: 20, bands: 4)
+    #expect(try clear.rounded(rx: 5).materialized().pixel(x: 10, y: 10)[3] == 0)
+    let elliptic = try await harness.run(Rounder(radius: 10, verticalRadius: 40), on: quadrants).image.materialized()
+    #expect(
+      try elliptic.pixel(x: 1, y: 1)[3] == 0 && elliptic.pixel(x: 12, y: 2)[3] == 255 && elliptic.pixel(x: 0, y: 5)[3] == 0)
+    #expect(try quadrants.image.rounded(rx: 0) === quadrants.image)
+    let refused = #expect(throws: PipelineError.self) { try quadrants.image.rounded(rx: -1) }
+    #expect(refused?.code == .invalidInput)
+  }
 }

@@ -75,6 +75,11 @@ int dr_flip(VipsImage *in, VipsDirection direction, VipsImage **out);
 int dr_gaussblur(VipsImage *in, double sigma, VipsImage **out);
 int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out);
 int dr_addalpha(VipsImage *in, VipsImage **out);
+// A rounded-rectangle mask: one band, 255 inside, 0 outside, antialiased (an SVG this shim writes).
+int dr_rounded_mask(int width, int height, double rx, double ry, VipsImage **out);
+int dr_extract_bands(VipsImage *in, int first, int count, VipsImage **out);
+int dr_multiply(VipsImage *left, VipsImage *right, VipsImage **out);
+int dr_bandjoin2(VipsImage *left, VipsImage *right, VipsImage **out);
 // out = in × a + b, band by band (float); n values in each of a and b.
 int dr_linear(VipsImage *in, const double *a, const double *b, int n, VipsImage **out);
 int dr_find_trim(VipsImage *in, double threshold, const double *background, int n_background, int *left, int *top,

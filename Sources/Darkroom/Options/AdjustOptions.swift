@@ -142,3 +142,28 @@ package struct ModulateOptions: StageOptions {
 
   public var modulator: Modulator { Modulator(brightness: brightness, saturation: saturation, hue: hue) }
 }
+
+/// JSON options of the `round` stage.
+package struct RoundOptions: StageOptions {
+  public var radius: Double?
+  public var radiusY: Double?
+  public var circle: Bool
+
+  public static let specs = [
+    OptionSpec("radius", .number(min: 0, max: 65_535), "The corners' radius in pixels."),
+    OptionSpec(
+      "radiusY", .number(min: 0, max: 65_535), "The corners' vertical radius, for elliptic corners (`radius` by default)."),
+    OptionSpec("circle", .boolean, default: false, "Cut a circle (an ellipse for an image that is not square) instead."),
+  ]
+
+  public func problems() -> [OptionProblem] {
+    switch (radius, circle) {
+    case (nil, false): [OptionProblem("give \"radius\" (pixels) or \"circle\": true")]
+    case (_?, true): [OptionProblem("give either \"radius\" or \"circle\", not both")]
+    case (nil, true) where radiusY != nil: [OptionProblem(option: "radiusY", "a circle takes no radius")]
+    default: []
+    }
+  }
+
+  public var rounder: Rounder { Rounder(radius: circle ? nil : radius, verticalRadius: radiusY) }
+}

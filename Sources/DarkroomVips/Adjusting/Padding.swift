@@ -81,3 +81,34 @@ public struct Trimmer: PixelOperation {
     try image.trimmed(threshold: threshold, background: background, corner: corner)
   }
 }
+
+/// The `round` stage: cuts the corners round (a radius in pixels, or a circle or ellipse that
+/// fills the image), leaving transparency outside; an image without alpha gains it.
+///
+/// ```swift
+/// let avatar = Pipeline(name: "avatar") {
+///   Fetcher(); ImageDecoder(); Resizer(width: 128, height: 128, mode: .fill); Rounder(); ImageEncoder(.png())
+/// }
+/// ```
+public struct Rounder: PixelOperation {
+  public static let kind = "round"
+
+  /// The corners' radius in pixels; `nil` for a circle (an ellipse for an image that is not square).
+  public var radius: Double?
+  /// The corners' vertical radius, for elliptic corners; `radius` when `nil`.
+  public var verticalRadius: Double?
+
+  public init(radius: Double? = nil, verticalRadius: Double? = nil) {
+    self.radius = radius
+    self.verticalRadius = verticalRadius
+  }
+
+  public var identifier: String {
+    guard let radius else { return "round(circle)" }
+    return "round(\(radius)\(verticalRadius.map { "|\($0)" } ?? ""))"
+  }
+
+  public func apply(to image: VipsImage) throws(PipelineError) -> VipsImage {
+    try image.rounded(rx: radius, ry: radius == nil ? nil : verticalRadius)
+  }
+}

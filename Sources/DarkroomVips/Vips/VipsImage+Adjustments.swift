@@ -210,6 +210,56 @@ extension VipsImage {
     return back.bandFormat == format ? back : try back.derive("restoring the pixel format") { dr_cast($0, format, $1) }
   }
 
+  /// With its corners cut round: outside a rounded rectangle of corner radii `rx`, `ry` (pixels;
+  /// `nil` for `rx` makes a circle or an ellipse, the largest that fits), the image is
+  /// transparent, its edge antialiased. An image without alpha gains it; one with alpha keeps
+  /// what was transparent already.
+  public func rounded(rx: Double?, ry: Double? = nil) throws(PipelineError) -> VipsImage {
+    let (w, h) = (Double(width), Double(height))
+    let radiusX = rx ?? w / 2
+    let radiusY = ry ?? (rx == nil ? h / 2 : radiusX)
+    guard radiusX.isFinite, radiusY.isFinite, radiusX >= 0, radiusY >= 0 else {
+      throw PipelineError(.invalidInput, "a corner radius is a number of pixels, 0 or more, not \(radiusX), \(radiusY)")
+    }
+    if radiusX == 0 || radiusY == 0 { return self }
+    let shape = try Self.mask(width: width, height: height, rx: min(radiusX, w / 2), ry: min(radiusY, h / 2))
+    // The mask in this image's sample scale: 255, or 65535 for 16-bit.
+    let scale = sampleScale
+    let scaled =
+      scale == 1
+      ? shape
+      : try [scale].withUnsafeBufferPointer { a throws(PipelineError) in
+        try [0.0].withUnsafeBufferPointer { b throws(PipelineError) in
+          try shape.derive("scaling the mask") { dr_linear($0, a.baseAddress, b.baseAddress, 1, $1) }
+        }
+      }
+    let format = bandFormat
+    guard hasAlpha else {
+      let alpha = try scaled.derive("casting the mask") { dr_cast($0, format, $1) }
+      return try derive("adding the mask") { image, out in dr_bandjoin2(image, alpha.pointer, out) }
+    }
+    let colour = try derive("taking the colour bands") { dr_extract_bands($0, 0, Int32(bands - 1), $1) }
+    let alpha = try derive("taking the alpha band") { dr_extract_bands($0, Int32(bands - 1), 1, $1) }
+    let product = try alpha.derive("masking the alpha") { dr_multiply($0, shape.pointer, $1) }
+    let masked = try [1.0 / 255].withUnsafeBufferPointer { a throws(PipelineError) in
+      try [0.0].withUnsafeBufferPointer { b throws(PipelineError) in
+        try product.derive("masking the alpha") { dr_linear($0, a.baseAddress, b.baseAddress, 1, $1) }
+      }
+    }
+    let kept = try masked.derive("casting the alpha") { dr_cast($0, format, $1) }
+    return try colour.derive("joining the alpha") { image, out in dr_bandjoin2(image, kept.pointer, out) }
+  }
+
+  /// A `width`×`height` one-band mask, 255 inside a rounded rectangle of radii `rx`, `ry`.
+  static func mask(width: Int, height: Int, rx: Double, ry: Double) throws(PipelineError) -> VipsImage {
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    guard dr_rounded_mask(Int32(width), Int32(height), rx, ry, &out) == 0, let out else {
+      let cause = Vips.captureError()
+      throw PipelineError(.processingFailed, "drawing the rounded mask failed: \(cause.text)", cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: [])
+  }
+
   /// The values of the pixel at `x`, `y`, one per band, in the image's own sample scale.
   func point(x: Int, y: Int) throws(PipelineError) -> [Double] {
     var values = [Double](repeating: 0, count: 16)
