@@ -16,11 +16,15 @@ struct DarkroomCommand: AsyncParsableCommand {
       invalid, 64 when the command line is wrong, 75 when an image table is in use by another \
       process or the job queue's database cannot be reached, 128 + N when stopped by signal N (130, 143).
       """,
+    version: "darkroom \(DarkroomCommand.version) (libvips \(Vips.version))",
     subcommands: [
       RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self, ServeCommand.self,
       QueueCommand.self, EnqueueCommand.self, WorkerCommand.self, BatchCommand.self,
     ]
   )
+
+  /// The runner's version (`darkroom --version`): the issue the project's work has reached.
+  static let version = "0.17.0"
 
   static func main() async {
     #if canImport(Glibc)

@@ -12,7 +12,8 @@ struct QueueOptions: ParsableArguments {
   @Option(help: "A folder every machine mounts, for results larger than --max-stored-bytes (the same path everywhere).")
   var sharedFolder: String?
 
-  @Option(help: "Results up to this many bytes are kept in the database (0 to 268435456, default 16777216).")
+  @Option(
+    parsing: .unconditional, help: "Results up to this many bytes are kept in the database (0 to 268435456, default 16777216).")
   var maxStoredBytes: Int = ResultStorage.defaultMaxStoredBytes
 
   func validate() throws {

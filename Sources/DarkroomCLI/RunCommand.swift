@@ -17,13 +17,15 @@ struct RunCommand: AsyncParsableCommand {
 
   @OptionGroup var input: BatchInputs
 
-  @Option(help: "How many HTTP transfers run at once (1 to 1024, default 8), apart from --jobs.")
+  @Option(parsing: .unconditional, help: "How many HTTP transfers run at once (1 to 1024, default 8), apart from --jobs.")
   var fetchConcurrency: Int = 8
 
   @Option(name: .shortAndLong, help: "The output directory.")
   var output: String = "out"
 
-  @Option(name: .shortAndLong, help: "How many images to process at once (1 to 256, default: the number of cores).")
+  @Option(
+    name: .shortAndLong, parsing: .unconditional,
+    help: "How many images to process at once (1 to 256, default: the number of cores).")
   var jobs: Int?
 
   @Option(help: "Event output: 'jsonl' writes one JSON object per event to stdout.")
@@ -35,7 +37,7 @@ struct RunCommand: AsyncParsableCommand {
   @Option(help: "Where cache stages keep disk stores and image tables whose directory is relative or unset.")
   var cacheDir: String?
 
-  @Option(help: "Time limit per image, in seconds (0.000001 to 86400).")
+  @Option(parsing: .unconditional, help: "Time limit per image, in seconds (0.000001 to 86400).")
   var timeout: Double = 60
 
   @Option(
@@ -46,6 +48,7 @@ struct RunCommand: AsyncParsableCommand {
   var stageTimeouts: [String] = []
 
   @Option(
+    parsing: .unconditional,
     help:
       "Threads libvips uses inside one image (1 to 64, default 1; the runner parallelises across images). More than 1 makes strict detection of damaged JPEGs unreliable on libvips 8.14."
   )

@@ -4,25 +4,32 @@ import Foundation
 
 /// How a process works jobs from the queue (`darkroom worker` and `darkroom run --queue`).
 struct WorkerOptions: ParsableArguments {
-  @Option(name: .shortAndLong, help: "How many jobs run at once (1 to 256, default: the number of cores).")
+  @Option(
+    name: .shortAndLong, parsing: .unconditional, help: "How many jobs run at once (1 to 256, default: the number of cores).")
   var jobs: Int?
 
-  @Option(help: "How long a claimed job is this worker's without a heartbeat, in seconds (1 to 86400, default 30).")
+  @Option(
+    parsing: .unconditional,
+    help: "How long a claimed job is this worker's without a heartbeat, in seconds (1 to 86400, default 30).")
   var lease: Double = 30
 
-  @Option(help: "How often leases are renewed, in seconds (default: a third of --lease; less than --lease).")
+  @Option(
+    parsing: .unconditional, help: "How often leases are renewed, in seconds (default: a third of --lease; less than --lease).")
   var heartbeat: Double?
 
-  @Option(help: "The most jobs one claim takes (1 to 1000, default: --jobs). A worker holds at most twice --jobs.")
+  @Option(
+    parsing: .unconditional,
+    help: "The most jobs one claim takes (1 to 1000, default: --jobs). A worker holds at most twice --jobs.")
   var batchSize: Int?
 
-  @Option(help: "Attempts before a job is dead (1 to 1000, default 3); permanent errors are never retried.")
+  @Option(
+    parsing: .unconditional, help: "Attempts before a job is dead (1 to 1000, default 3); permanent errors are never retried.")
   var maxAttempts: Int = 3
 
-  @Option(help: "How many HTTP transfers run at once (1 to 1024, default 8).")
+  @Option(parsing: .unconditional, help: "How many HTTP transfers run at once (1 to 1024, default 8).")
   var fetchConcurrency: Int = 8
 
-  @Option(help: "Time limit per image, in seconds (0.000001 to 86400).")
+  @Option(parsing: .unconditional, help: "Time limit per image, in seconds (0.000001 to 86400).")
   var timeout: Double = 60
 
   @Option(help: "Only read local sources inside this directory (symlinks resolved).")
@@ -31,7 +38,7 @@ struct WorkerOptions: ParsableArguments {
   @Option(help: "Where cache stages keep disk stores and image tables whose directory is relative or unset.")
   var cacheDir: String?
 
-  @Option(help: "Threads libvips uses inside one image (1 to 64, default 1).")
+  @Option(parsing: .unconditional, help: "Threads libvips uses inside one image (1 to 64, default 1).")
   var vipsThreads: Int = 1
 
   func validate() throws {

@@ -29,6 +29,23 @@ struct RunnerBoundaryTests {
         #expect(run.stderr.contains(option), "\(option)=\(value): \(run.stderr)")
       }
     }
+    // A negative number after a space is the option's value, said to be out of range (it read as
+    // another option, and the error was "Missing value").
+    for (option, value, said) in [
+      ("--jobs", "-3", "--jobs takes 1 to 256, got -3"), ("-j", "-1", "--jobs takes 1 to 256, got -1"),
+      ("--timeout", "-1", "--timeout takes seconds"), ("--fetch-concurrency", "-8", "--fetch-concurrency"),
+      ("--vips-threads", "-2", "--vips-threads"),
+    ] {
+      let run = try await Runner.run([
+        "run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output, option, value,
+      ])
+      #expect(
+        run.status == 64 && run.stderr.contains(said) && !run.stderr.contains("Missing value"),
+        "\(option) \(value): \(run.stderr)")
+    }
+    let version = try await Runner.run(["--version"])
+    #expect(
+      version.status == 0 && version.stdout.hasPrefix("darkroom ") && version.stdout.contains("libvips 8."), "\(version.stdout)")
     // The edges of each range are accepted.
     let edges = try await Runner.run([
       "run", "Examples/pipelines/thumbnail.json", "Examples/images/rings.png", "--output", output, "--timeout=86400",
