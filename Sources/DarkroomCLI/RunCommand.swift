@@ -95,6 +95,18 @@ struct RunCommand: AsyncParsableCommand {
     }
   }
 
+  /// Refuses (exit 64) a `--stage-timeout` for a kind that no stage of the pipeline has, fused or
+  /// not: a misspelt kind would otherwise bound nothing, silently.
+  static func checkStageTimeouts(_ limits: [String: Duration], against graphs: [StageGraph]) throws {
+    let kinds = Set(graphs.flatMap { graph in graph.stages.flatMap { [$0.kind] + $0.fusedKinds } })
+    let unknown = limits.keys.filter { !kinds.contains($0) }.sorted()
+    guard unknown.isEmpty else {
+      throw ValidationError(
+        "--stage-timeout names \(unknown.map { Terminal.printable($0) }.joined(separator: ", ")), not a stage of this pipeline "
+          + "(its stages: \(kinds.sorted().joined(separator: ", ")))")
+    }
+  }
+
   /// `--stage-timeout fetch=10` as stage kind → duration.
   func parsedStageTimeouts() throws -> [String: Duration] {
     var limits: [String: Duration] = [:]
@@ -148,6 +160,7 @@ struct RunCommand: AsyncParsableCommand {
     // Counted here, so that the expansion (every input once more) is not kept alive for the run.
     let problemCount = expanded.problems.count
     let graphs = try Self.finalGraphs(set, output: output, noFusion: noFusion, claims: claims)
+    try Self.checkStageTimeouts(try parsedStageTimeouts(), against: graphs.map(\.0))
     let (distinct, repeated) = OutputNaming.distinct(expanded.sources)
     let sources = OutputNaming.disambiguated(distinct, patterns: OutputPattern.all(in: graphs))
     if repeated > 0, !quiet {

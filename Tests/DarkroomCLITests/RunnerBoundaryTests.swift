@@ -43,6 +43,17 @@ struct RunnerBoundaryTests {
         run.status == 64 && run.stderr.contains(said) && !run.stderr.contains("Missing value"),
         "\(option) \(value): \(run.stderr)")
     }
+    // A kind the pipeline does not have bounds nothing: refused, naming the pipeline's kinds.
+    let misspelt = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images", "--output", output, "--stage-timeout", "decod=5",
+    ])
+    #expect(misspelt.status == 64 && misspelt.stderr.contains("decod, not a stage of this pipeline"), "\(misspelt.stderr)")
+    // One part's limit bounds its fused stage (decode+resize had none when resize had none).
+    let fused = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images/dunes.jpg", "--output", output, "--stage-timeout",
+      "decode=0.000001",
+    ])
+    #expect(fused.status == 1 && fused.stderr.contains(#"stage "decode+resize" took longer"#), "\(fused.stderr)")
     let version = try await Runner.run(["--version"])
     #expect(
       version.status == 0 && version.stdout.hasPrefix("darkroom ") && version.stdout.contains("libvips 8."), "\(version.stdout)")

@@ -45,16 +45,13 @@ public struct RunOptions: Sendable {
   public func timeLimit(forStageKind kind: String) -> Duration? { stageTimeouts[kind] ?? stageTimeout }
 
   /// The time limit for `stage`. A fused stage (`decode+resize`) without a limit of its own gets
-  /// the sum of its parts' limits, and none if one of its parts has none.
+  /// the sum of the limits its parts have (a part without one adds nothing: `decode=5` bounds a
+  /// fused `decode+resize` by 5 s), and none when no part has one.
   public func timeLimit(for stage: AnyStage) -> Duration? {
     if let own = stageTimeouts[stage.kind] { return own }
     guard !stage.fusedKinds.isEmpty else { return stageTimeout }
-    var total = Duration.zero
-    for kind in stage.fusedKinds {
-      guard let part = timeLimit(forStageKind: kind) else { return nil }
-      total += part
-    }
-    return total
+    let parts = stage.fusedKinds.compactMap { timeLimit(forStageKind: $0) }
+    return parts.isEmpty ? nil : parts.reduce(.zero, +)
   }
 
   /// Adds a hook for outputs of type `T` (other outputs skip it).
