@@ -23,7 +23,8 @@ struct CacheCommand: AsyncParsableCommand {
     /// (its notify stages' sinks), for the command to close when done.
     func stores() throws -> (stores: [any CacheStore], resources: PipelineResources) {
       let resources = PipelineResources()
-      let context = StageBuildContext(cacheDirectory: cacheDir, resources: resources)
+      var context = StageBuildContext(cacheDirectory: cacheDir, resources: resources)
+      context.opensExistingStoresOnly = true  // a store never made is said to be missing, not made empty
       let set = try PipelineFile.load(pipeline, context: context)
       var seen: Set<String> = []
       var stores: [any CacheStore] = []
@@ -87,11 +88,26 @@ struct CacheCommand: AsyncParsableCommand {
   }
 
   struct Clear: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Remove every entry.")
+    static let configuration = CommandConfiguration(
+      abstract: "Remove every entry (on a terminal, after asking; --yes to not ask).")
     @OptionGroup var selection: Selection
+    @Flag(name: .shortAndLong, help: "Do not ask first.") var yes = false
 
     func run() async throws {
       let (stores, resources) = try selection.stores()
+      if !yes, Terminal.stdinIsTerminal {
+        var counts: [String] = []
+        for store in stores {
+          let stats = try await store.statistics()
+          counts.append("\(stats.entries) entries of \(store.name)\(stats.location.map { " in \($0)" } ?? "")")
+        }
+        Terminal.error("Remove \(counts.joined(separator: ", "))? [y/N] ", newline: false)
+        guard let answer = readLine(), ["y", "yes"].contains(answer.lowercased()) else {
+          Terminal.error("nothing removed")
+          await resources.close()
+          throw ExitCode.failure
+        }
+      }
       for store in stores {
         let before = try await store.statistics()
         try await store.removeAll()

@@ -21,6 +21,11 @@ enum PipelineFile {
             + "try again once that process has ended, or give this run another --cache-dir")
         throw ExitStatus.inUseElsewhere
       }
+      if context.opensExistingStoresOnly, codes.allSatisfy({ $0 == .notFound }) {
+        // `darkroom cache` on a store never made: said, and nothing made.
+        for issue in error.issues { Terminal.error("darkroom cache: \(issue.message)") }
+        throw ExitCode.failure
+      }
       Terminal.error("error: invalid pipeline: \(error.message)")
       throw ExitStatus.invalidPipeline
     }

@@ -25,8 +25,9 @@ enum Terminal {
     }
   }
 
-  static func error(_ line: String) {
-    stdoutFailed.withLock { _ in _ = DescriptorIO.writeAll(2, Array((printable(line, keepingNewlines: true) + "\n").utf8)) }
+  static func error(_ line: String, newline: Bool = true) {
+    let text = printable(line, keepingNewlines: true) + (newline ? "\n" : "")
+    stdoutFailed.withLock { _ in _ = DescriptorIO.writeAll(2, Array(text.utf8)) }
   }
 
   /// Rewrites the current stderr line (progress bars).
@@ -35,6 +36,8 @@ enum Terminal {
   }
 
   static var stderrIsTerminal: Bool { isatty(2) == 1 }
+  /// Whether a person may be typing on standard input (a question can be asked).
+  static var stdinIsTerminal: Bool { isatty(0) == 1 }
 
   /// Opens `/dev/null` on any of descriptors 0, 1 and 2 that is closed (`<&-`, `2>&-`), so that no
   /// file the run opens later gets one of them: the stop signals' pipe became standard input and

@@ -168,6 +168,32 @@ struct DiskCacheProcessTests {
     #expect(none.status != 0 && none.stderr.contains("no cache stage with a table store"))
   }
 
+  @Test("cache stats on a store never made says so and makes nothing; cache clear on a terminal asks, or takes --yes")
+  func cacheCommandAsksAndMakesNothing() async throws {
+    let (root, images, pipeline) = try fixtures(count: 2, size: 80)
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let empty = root + "/never"
+    let stats = try await Runner.run(["cache", "stats", pipeline, "--cache-dir", empty])
+    #expect(stats.status == 1 && stats.stderr.contains("there is no disk store at \(empty)/shared"), "\(stats.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: empty))
+    #expect(try await Runner.run(["run", pipeline, images, "-o", root + "/out", "--cache-dir", root, "--quiet"]).status == 0)
+    // On a terminal (script(1) gives the command one), "n" keeps everything.
+    let command = ([Runner.executable, "cache", "clear", pipeline, "--cache-dir", root]).map { "'\($0)'" }.joined(separator: " ")
+    let declined = try await Runner.capture(
+      executable: "/bin/sh", arguments: ["-c", "echo n | script -qec \"\(command)\" /dev/null"])
+    #expect(
+      declined.status == 1 && declined.stdout.contains("Remove 2 entries of disk") && declined.stdout.contains("nothing removed"),
+      "\(declined.stdout)")
+    let accepted = try await Runner.capture(
+      executable: "/bin/sh", arguments: ["-c", "echo y | script -qec \"\(command)\" /dev/null"])
+    #expect(accepted.status == 0 && accepted.stdout.contains("disk: 2 entries removed"), "\(accepted.stdout)")
+    // --yes, or no terminal (a script), does not ask.
+    #expect(try await Runner.run(["run", pipeline, images, "-o", root + "/out2", "--cache-dir", root, "--quiet"]).status == 0)
+    let yes = try await Runner.capture(
+      executable: "/bin/sh", arguments: ["-c", "script -qec \"\(command) --yes\" /dev/null < /dev/null"])
+    #expect(yes.status == 0 && !yes.stdout.contains("Remove") && yes.stdout.contains("entries removed"), "\(yes.stdout)")
+  }
+
   @Test(
     "a run over a cache whose entries are FIFOs or symlinks and whose index names files outside finishes at once, with the same outputs",
     .timeLimit(.minutes(1)))

@@ -107,6 +107,13 @@ package struct CacheOptions: StageOptions {
         "a queued pipeline keeps caches inside the workers' --cache-dir: give a relative directory, not \"\(directory.prefix(80))\""
       )
     }
+    if context.opensExistingStoresOnly, store != "memory" {
+      let folder = context.resolveCacheDirectory(directory)
+      var isFolder: ObjCBool = false
+      guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
+        throw PipelineError(.notFound, "there is no \(store) store at \(folder): nothing has been cached there")
+      }
+    }
     let opened: any CacheStore & AnyObject
     switch store {
     case "disk" where context.validatingOnly:

@@ -34,6 +34,9 @@ public struct StageBuildContext: Sendable {
   /// machine's files where the process says: caches inside ``cacheDirectory``, no notification
   /// files.
   package var confinesFiles = false
+  /// Whether cache stages open only stores that exist (`darkroom cache`: inspecting a store that
+  /// was never made must not make an empty one); a missing one fails with `notFound`.
+  package var opensExistingStoresOnly = false
   /// Where factories register the notifiers and cache stores they open, for the caller to purge
   /// and close. A context made without one has a fresh ``PipelineResources`` that only it holds:
   /// what it opens then belongs to the stages built (a notifier let go delivers what it holds and
