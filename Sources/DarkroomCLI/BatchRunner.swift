@@ -40,7 +40,8 @@ struct BatchRunner {
         let index = min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))
         return String(format: "%.1f ms", sorted[index])
       }
-      let rate = elapsed > 0 ? Double(done + failed) / elapsed : 0
+      // The rate of images made: failures (a missing file fails in microseconds) would inflate it.
+      let rate = elapsed > 0 ? Double(done) / elapsed : 0
       let stopped =
         (cancelled > 0 ? ", cancelled \(cancelled)" : "") + (notStarted > 0 ? ", not started \(notStarted)" : "")
       let line = String(

@@ -54,6 +54,23 @@ struct RunnerBoundaryTests {
       "decode=0.000001",
     ])
     #expect(fused.status == 1 && fused.stderr.contains(#"stage "decode+resize" took longer"#), "\(fused.stderr)")
+    // The summary's rate counts the images made, not the failures.
+    let mixed = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", "Examples/images", output + "/missing-1.jpg",
+      output + "/missing-2.jpg",
+      "--output", output + "/mixed",
+    ])
+    let summary = mixed.stderr.split(separator: "\n").last { $0.hasPrefix("done ") }.map(String.init) ?? ""
+    if let match = summary.firstMatch(of: /done (\d+), failed (\d+), ([\d.]+) images\/s.* total ([\d.]+) s/),
+      let rate = Double(match.3), let total = Double(match.4), total > 0
+    {
+      // rate × total is the images made (within the rounding of both), not those plus the failures.
+      let made = Double(match.1) ?? 0
+      #expect(made >= 2 && match.2 == "2", "\(summary)")
+      #expect(abs(rate * total - made) < 1, "\(summary)")
+    } else {
+      Issue.record("no summary: \(mixed.stderr)")
+    }
     let version = try await Runner.run(["--version"])
     #expect(
       version.status == 0 && version.stdout.hasPrefix("darkroom ") && version.stdout.contains("libvips 8."), "\(version.stdout)")
