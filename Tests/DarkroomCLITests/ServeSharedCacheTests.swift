@@ -93,8 +93,11 @@ struct ServeSharedCacheTests {
   @Test("a render that fails for its source fails everywhere in the cluster, from one fetch")
   func sharedFailure() async throws {
     let setup = try await QueueWorkerTests.Setup.start()
+    // Slow enough that all ten requests are waiting on the one fetch even on a loaded machine:
+    // a failure is not cached, so a request that came after it would fetch again (CI saw 2
+    // fetches at 400 ms with other work on the cores).
     let origin = try await TestHTTPServer.start(routes: [
-      "/gone.jpg": .slowHeaders(delay: .milliseconds(400), then: .status(404))
+      "/gone.jpg": .slowHeaders(delay: .milliseconds(1_500), then: .status(404))
     ])
     let config = setup.folder + "/serve.json"
     try #"{"privateHosts": ["127.0.0.1"], "origin": "\#(origin.baseURL)/", "allowUnsafe": true}"#.write(
