@@ -216,7 +216,14 @@ int dr_rot(VipsImage *in, VipsAngle angle, VipsImage **out) { return vips_rot(in
 
 int dr_flip(VipsImage *in, VipsDirection direction, VipsImage **out) { return vips_flip(in, out, direction, NULL); }
 
-int dr_gaussblur(VipsImage *in, double sigma, VipsImage **out) { return vips_gaussblur(in, out, sigma, NULL); }
+int dr_gaussblur(VipsImage *in, double sigma, int approximate, VipsImage **out) {
+  return vips_gaussblur(in, out, sigma, "precision", approximate ? VIPS_PRECISION_APPROXIMATE : VIPS_PRECISION_INTEGER,
+                        NULL);
+}
+
+void dr_mark(VipsImage *image, const char *name) { vips_image_set_int(image, name, 1); }
+
+int dr_marked(VipsImage *image, const char *name) { return vips_image_get_typeof(image, name) != 0; }
 
 int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out) {
   return vips_sharpen(in, out, "sigma", sigma, "m2", m2, NULL);

@@ -179,14 +179,18 @@ struct FilterSettings {
   /// The filters that change pixels, as stages, in the URL's order.
   var operations: [AnyStage] = []
 
+  /// The most blur and sharpen filters one URL takes (each reads the whole image again).
+  static let maxConvolutions = 4
+
   init(_ filters: [ThumborURL.Filter]) throws(PipelineError) {
+    var convolutions = 0
     for filter in filters {
       let arguments = filter.arguments.map { $0.trimmingCharacters(in: .whitespaces) }
       func expect(_ count: ClosedRange<Int>) throws(PipelineError) {
         guard count.contains(arguments.count) else {
           throw PipelineError(
             .invalidInput,
-            "the filter \(filter.name) takes \(count.lowerBound)…\(count.upperBound) arguments, got \(arguments.count)")
+            "the filter \(filter.name) takes \(count.lowerBound) to \(count.upperBound) arguments, got \(arguments.count)")
         }
       }
       switch filter.name {
@@ -227,6 +231,13 @@ struct FilterSettings {
         }
         maxBytes = bytes
       case "rotate", "grayscale", "blur", "sharpen", "brightness", "saturation":
+        if ["blur", "sharpen"].contains(filter.name) {
+          convolutions += 1
+          guard convolutions <= Self.maxConvolutions else {
+            throw PipelineError(
+              .invalidInput, "a URL takes at most \(Self.maxConvolutions) blur and sharpen filters together, to bound its work")
+          }
+        }
         if let stage = try Self.operation(filter.name, arguments, expect: expect) { operations.append(stage) }
       case "round_corner":
         try expect(4...5)
@@ -243,7 +254,10 @@ struct FilterSettings {
     _ name: String, _ arguments: [String], expect: (ClosedRange<Int>) throws(PipelineError) -> Void
   ) throws(PipelineError) -> AnyStage? {
     func number(_ index: Int, _ what: String, in range: ClosedRange<Double>) throws(PipelineError) -> Double {
-      guard arguments[index].count <= 16, let value = Double(arguments[index]), range.contains(value) else {
+      // Decimal only (Swift's Double also reads 0x10, nan and 1e2).
+      let text = arguments[index]
+      guard text.count <= 16, text.allSatisfy({ "0123456789.-+".contains($0) }), let value = Double(text), range.contains(value)
+      else {
         throw PipelineError(
           .invalidInput,
           "\(name)'s \(what) is a number from \(range.lowerBound) to \(range.upperBound), got \(arguments[index].prefix(16))")
@@ -253,7 +267,9 @@ struct FilterSettings {
     switch name {
     case "rotate":
       try expect(1...1)
-      guard arguments[0].count <= 6, let degrees = Int(arguments[0]), degrees % 90 == 0 else {
+      // thumbor takes 90 and 90.0 alike.
+      let degreesText = arguments[0].hasSuffix(".0") ? String(arguments[0].dropLast(2)) : arguments[0]
+      guard degreesText.count <= 6, let degrees = Int(degreesText), degrees % 90 == 0 else {
         throw PipelineError(.invalidInput, "rotate takes a multiple of 90 degrees, got \(arguments[0].prefix(16))")
       }
       // thumbor turns counter-clockwise; a Rotator turns clockwise.

@@ -237,4 +237,27 @@ struct OperationTests {
     let refused = #expect(throws: PipelineError.self) { try quadrants.image.rounded(rx: -1) }
     #expect(refused?.code == .invalidInput)
   }
+
+  @Test("sharpen keeps 16-bit alpha exactly (libvips alone cut it to multiples of 256)")
+  func sharpenSixteenBitAlpha() async throws {
+    let decoded = try ImageDecoder().decode(try corpusFile("pngsuite/basn6a16.png")).materializedForTest()
+    #expect(decoded.image.bytesPerPixel == 8)
+    let sharp = try await harness.run(Sharpener(sigma: 1, amount: 2), on: decoded).image.materialized()
+    let (before, after) = (try decoded.image.pixelBytes(), try sharp.pixelBytes())
+    #expect(before.count == after.count && sharp.bytesPerPixel == 8)
+    let alpha = { (bytes: [UInt8]) in stride(from: 6, to: bytes.count, by: 8).map { [bytes[$0], bytes[$0 + 1]] } }
+    #expect(alpha(before) == alpha(after))
+  }
+
+  @Test("a convolution's output is marked, so that the next convolution works from it in memory")
+  func convolutionsHoldTheirInput() async throws {
+    let blurred = try quadrants.image.blurred(sigma: 2)
+    #expect(blurred.isConvolved && !quadrants.image.isConvolved)
+    // Marks pass to what derives from a convolution; a chain of them still renders right.
+    #expect(try blurred.rotated(by: .half).isConvolved)
+    var chain = quadrants.image
+    for _ in 0..<12 { chain = try chain.sharpened(sigma: 1, amount: 1) }
+    #expect(chain.width == 400 && chain.isConvolved)
+    #expect(colour(try chain.materialized().pixel(x: 100, y: 50), isNear: Q.red, tolerance: 3))
+  }
 }

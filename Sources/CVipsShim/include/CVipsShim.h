@@ -72,7 +72,11 @@ int dr_flatten(VipsImage *in, const double *background, int n_background, VipsIm
 // Operations (the stages rotate, flip, blur and sharpen).
 int dr_rot(VipsImage *in, VipsAngle angle, VipsImage **out);
 int dr_flip(VipsImage *in, VipsDirection direction, VipsImage **out);
-int dr_gaussblur(VipsImage *in, double sigma, VipsImage **out);
+// approximate: libvips' fast integer approximation (for large sigmas: a tenth of the time).
+int dr_gaussblur(VipsImage *in, double sigma, int approximate, VipsImage **out);
+// A mark on an image's metadata (kept by the images derived from it); dr_marked says 1 when present.
+void dr_mark(VipsImage *image, const char *name);
+int dr_marked(VipsImage *image, const char *name);
 int dr_sharpen(VipsImage *in, double sigma, double m2, VipsImage **out);
 int dr_addalpha(VipsImage *in, VipsImage **out);
 // A rounded-rectangle mask: one band, 255 inside, 0 outside, antialiased (an SVG this shim writes).

@@ -90,9 +90,30 @@ extension VipsImage {
     guard sigma.isFinite, sigma > 0, sigma <= Self.maxBlurSigma else {
       throw PipelineError(.invalidInput, "a blur's sigma is over 0 and at most \(Self.maxBlurSigma), not \(sigma)")
     }
-    return try premultiplied("blurring") { image throws(PipelineError) in
-      try image.derive("blurring") { dr_gaussblur($0, sigma, $1) }
+    // libvips' approximation above sigma 10: a tenth of the time at sigma 100, within 2 levels.
+    let approximate: Int32 = sigma > 10 ? 1 : 0
+    return try convolution { source throws(PipelineError) in
+      try source.premultiplied("blurring") { image throws(PipelineError) in
+        try image.derive("blurring") { dr_gaussblur($0, sigma, approximate, $1) }
+      }
     }
+  }
+
+  /// The metadata mark of an image a convolution made (kept by the images derived from it).
+  static let convolvedMark = "darkroom-convolved"
+
+  /// Whether a convolution (blur, sharpen) made this image or one it derives from.
+  package var isConvolved: Bool { dr_marked(pointer, Self.convolvedMark) != 0 }
+
+  /// `operation` (a convolution) on this image, held in memory first when a convolution made it:
+  /// each convolution asks its input for its region and a margin, and along a lazy chain the
+  /// margins compound (16 sharpens in a row took 0.8 GB on a 6 MP photo, 64 took 12 GB). Held,
+  /// each works from one image in memory.
+  func convolution(_ operation: (VipsImage) throws(PipelineError) -> VipsImage) throws(PipelineError) -> VipsImage {
+    let source = isConvolved ? try materialized() : self
+    let result = try operation(source)
+    dr_mark(result.pointer, Self.convolvedMark)
+    return result
   }
 
   /// Sharpened (libvips' unsharp mask on lightness): edges `sigma` pixels wide gain contrast by
@@ -105,7 +126,17 @@ extension VipsImage {
       throw PipelineError(.invalidInput, "a sharpen's amount is 0 to \(Self.maxSharpenAmount), not \(amount)")
     }
     if amount == 0 { return self }
-    return try derive("sharpening") { dr_sharpen($0, sigma, amount, $1) }
+    return try convolution { source throws(PipelineError) in
+      guard source.hasAlpha else { return try source.derive("sharpening") { dr_sharpen($0, sigma, amount, $1) } }
+      // libvips sends extra bands through LabS and back, which cut 16-bit alpha to multiples of
+      // 256 (opaque came out 65280): the colour is sharpened alone and the alpha put back.
+      let format = source.bandFormat
+      let colour = try source.derive("taking the colour bands") { dr_extract_bands($0, 0, Int32(source.bands - 1), $1) }
+      let alpha = try source.derive("taking the alpha band") { dr_extract_bands($0, Int32(source.bands - 1), 1, $1) }
+      let sharp = try colour.derive("sharpening") { dr_sharpen($0, sigma, amount, $1) }
+      let cast = sharp.bandFormat == format ? sharp : try sharp.derive("restoring the pixel format") { dr_cast($0, format, $1) }
+      return try cast.derive("joining the alpha") { image, out in dr_bandjoin2(image, alpha.pointer, out) }
+    }
   }
 
   /// The largest side ``extended(top:right:bottom:left:background:)`` makes.
