@@ -57,6 +57,9 @@ struct RunCommand: AsyncParsableCommand {
   @Flag(help: "Turn off stage fusion (shrink-on-load).")
   var noFusion = false
 
+  @Flag(help: "List each file a folder held that was not taken (hidden, or not an image).")
+  var verbose = false
+
   @Flag(help: "No progress bar or summary.")
   var quiet = false
 
@@ -105,6 +108,23 @@ struct RunCommand: AsyncParsableCommand {
         "--stage-timeout names \(unknown.map { Terminal.printable($0) }.joined(separator: ", ")), not a stage of this pipeline "
           + "(its stages: \(kinds.sorted().joined(separator: ", ")))")
     }
+  }
+
+  /// Says what the folders held that was not taken: a count (unless `quiet`), and each file with
+  /// `verbose`.
+  static func reportSkipped(_ skipped: [InputExpander.Skipped], quiet: Bool, verbose: Bool) {
+    guard !skipped.isEmpty else { return }
+    if verbose {
+      for file in skipped {
+        Terminal.error("skipped: \(Terminal.printable(file.path)): \(file.hidden ? "hidden" : "not an image")")
+      }
+    }
+    guard !quiet else { return }
+    let hidden = skipped.filter(\.hidden).count
+    let parts = [(skipped.count - hidden, "not an image"), (hidden, "hidden")].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+    Terminal.error(
+      "note: skipped \(skipped.count) entr\(skipped.count == 1 ? "y" : "ies") in the folders: \(parts.joined(separator: ", "))"
+        + (verbose ? "" : " (--verbose lists them)"))
   }
 
   /// `--stage-timeout fetch=10` as stage kind → duration.
@@ -157,6 +177,7 @@ struct RunCommand: AsyncParsableCommand {
     defer { pressureMonitor.stop() }
     let expanded = InputExpander(recursive: input.recursive).expand(input.inputs + listed)
     for problem in expanded.problems { Terminal.error("failed: \(Terminal.printable(problem.input)): \(problem.message)") }
+    Self.reportSkipped(expanded.skipped, quiet: quiet, verbose: verbose)
     // Counted here, so that the expansion (every input once more) is not kept alive for the run.
     let problemCount = expanded.problems.count
     let graphs = try Self.finalGraphs(set, output: output, noFusion: noFusion, claims: claims)

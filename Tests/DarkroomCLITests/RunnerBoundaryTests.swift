@@ -71,6 +71,25 @@ struct RunnerBoundaryTests {
     } else {
       Issue.record("no summary: \(mixed.stderr)")
     }
+    // What a folder held that was not taken is counted, and listed with --verbose.
+    let folder = output + "/mixed-folder"
+    try FileManager.default.createDirectory(atPath: folder + "/.git", withIntermediateDirectories: true)
+    try FileManager.default.copyItem(atPath: "Examples/images/dunes.jpg", toPath: folder + "/dunes.jpg")
+    try Data("notes".utf8).write(to: URL(fileURLWithPath: folder + "/notes.txt"))
+    try Data("x".utf8).write(to: URL(fileURLWithPath: folder + "/.hidden.jpg"))
+    let counted = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", folder, "--output", output + "/c"])
+    #expect(
+      counted.status == 0
+        && counted.stderr.contains("note: skipped 3 entries in the folders: 1 not an image, 2 hidden (--verbose lists them)"),
+      "\(counted.stderr)")
+    let listed = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", folder, "--output", output + "/l", "--verbose",
+    ])
+    #expect(
+      listed.stderr.contains("skipped: \(folder)/notes.txt: not an image")
+        && listed.stderr.contains("skipped: \(folder)/.git: hidden"), "\(listed.stderr)")
+    let quiet = try await Runner.run(["run", "Examples/pipelines/thumbnail.json", folder, "--output", output + "/q", "--quiet"])
+    #expect(!quiet.stderr.contains("skipped"), "\(quiet.stderr)")
     let version = try await Runner.run(["--version"])
     #expect(
       version.status == 0 && version.stdout.hasPrefix("darkroom ") && version.stdout.contains("libvips 8."), "\(version.stdout)")
