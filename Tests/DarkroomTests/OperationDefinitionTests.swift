@@ -7,6 +7,18 @@ import Testing
 /// The pixel operations as JSON stages: validated before anything runs, then run end to end.
 @Suite("Pixel operations in JSON")
 struct OperationDefinitionTests {
+  /// Runs `graph` on `bytes` written to a file of their own (read as a file is, sequentially),
+  /// and decodes what it encoded.
+  private func run(_ graph: StageGraph, on bytes: ImageBytes, named name: String) async throws -> VipsImage {
+    let folder = NSTemporaryDirectory() + "darkroom-ops-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let path = folder + "/" + name
+    try Data(bytes.data).write(to: URL(fileURLWithPath: path))
+    let encoded = try await PipelineExecutor().start(graph, input: ImageSource(path), as: EncodedImage.self).value
+    return try ImageDecoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes)).image
+  }
+
   @Test("rotate, flip, grayscale, blur and sharpen load with their defaults and run on a real image")
   func loadAndRun() async throws {
     let json = """
@@ -19,14 +31,8 @@ struct OperationDefinitionTests {
       graph.runnableStages.map(\.identifier).dropFirst(2).prefix(5) == [
         "rotate(90)", "flip(horizontal)", "grayscale", "blur(0.8)", "sharpen(1.0,2.0)",
       ])
-    let folder = NSTemporaryDirectory() + "darkroom-ops-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: folder) }
-    let path = folder + "/quadrants.png"
-    try Data(try TestImages.encoded(.png(), width: 60, height: 40, quadrants: true).data).write(to: URL(fileURLWithPath: path))
-    let operation = PipelineExecutor().start(graph, input: ImageSource(path), as: EncodedImage.self)
-    let encoded = try await operation.value
-    let image = try ImageDecoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes)).image
+    let image = try await run(
+      graph, on: try TestImages.encoded(.png(), width: 60, height: 40, quadrants: true), named: "quadrants.png")
     // A quarter turn, then a mirror: 40×60, and the top-left corner is red's grey again.
     #expect(image.width == 40 && image.height == 60 && image.bands == 1)
   }
@@ -42,13 +48,7 @@ struct OperationDefinitionTests {
       #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, "# + stage
       + #", {"stage": "encode", "format": "jpeg"}]}"#
     let graph = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry)
-    let folder = NSTemporaryDirectory() + "darkroom-ops-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: folder) }
-    let path = folder + "/large.jpg"
-    try Data(try TestImages.encoded(.jpeg(), width: 2400, height: 1800).data).write(to: URL(fileURLWithPath: path))
-    let encoded = try await PipelineExecutor().start(graph, input: ImageSource(path), as: EncodedImage.self).value
-    let image = try ImageDecoder(autoRotate: false).decode(FetchedData(source: encoded.source, bytes: encoded.bytes)).image
+    let image = try await run(graph, on: try TestImages.encoded(.jpeg(), width: 2400, height: 1800), named: "large.jpg")
     #expect(image.width * image.height == 2400 * 1800)
   }
 

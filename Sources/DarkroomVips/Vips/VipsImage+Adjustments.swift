@@ -130,12 +130,9 @@ extension VipsImage {
       guard source.hasAlpha else { return try source.derive("sharpening") { dr_sharpen($0, sigma, amount, $1) } }
       // libvips sends extra bands through LabS and back, which cut 16-bit alpha to multiples of
       // 256 (opaque came out 65280): the colour is sharpened alone and the alpha put back.
-      let format = source.bandFormat
-      let colour = try source.derive("taking the colour bands") { dr_extract_bands($0, 0, Int32(source.bands - 1), $1) }
-      let alpha = try source.derive("taking the alpha band") { dr_extract_bands($0, Int32(source.bands - 1), 1, $1) }
+      let (colour, alpha) = try source.colourAndAlpha()
       let sharp = try colour.derive("sharpening") { dr_sharpen($0, sigma, amount, $1) }
-      let cast = sharp.bandFormat == format ? sharp : try sharp.derive("restoring the pixel format") { dr_cast($0, format, $1) }
-      return try cast.derive("joining the alpha") { image, out in dr_bandjoin2(image, alpha.pointer, out) }
+      return try sharp.cast(to: source.bandFormat).joined(alpha, "joining the alpha")
     }
   }
 
@@ -231,14 +228,9 @@ extension VipsImage {
     // L, C and h, then any other band (alpha) as it is.
     let factors = [brightness, saturation, 1] + Array(repeating: 1.0, count: max(0, lch.bands - 3))
     let offsets = [0, 0, hue] + Array(repeating: 0.0, count: max(0, lch.bands - 3))
-    let changed = try factors.withUnsafeBufferPointer { a throws(PipelineError) in
-      try offsets.withUnsafeBufferPointer { b throws(PipelineError) in
-        try lch.derive("modulating") { dr_linear($0, a.baseAddress, b.baseAddress, Int32(a.count), $1) }
-      }
-    }
+    let changed = try lch.linear("modulating", times: factors, plus: offsets)
     let back = try changed.derive("converting back from LCh") { dr_colourspace($0, target, $1) }
-    let format = deep ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR
-    return back.bandFormat == format ? back : try back.derive("restoring the pixel format") { dr_cast($0, format, $1) }
+    return try back.cast(to: deep ? VIPS_FORMAT_USHORT : VIPS_FORMAT_UCHAR)
   }
 
   /// With its corners cut round: outside a rounded rectangle of corner radii `rx`, `ry` (pixels;
@@ -255,30 +247,42 @@ extension VipsImage {
     if radiusX == 0 || radiusY == 0 { return self }
     let shape = try Self.mask(width: width, height: height, rx: min(radiusX, w / 2), ry: min(radiusY, h / 2))
     // The mask in this image's sample scale: 255, or 65535 for 16-bit.
-    let scale = sampleScale
-    let scaled =
-      scale == 1
-      ? shape
-      : try [scale].withUnsafeBufferPointer { a throws(PipelineError) in
-        try [0.0].withUnsafeBufferPointer { b throws(PipelineError) in
-          try shape.derive("scaling the mask") { dr_linear($0, a.baseAddress, b.baseAddress, 1, $1) }
-        }
-      }
     let format = bandFormat
     guard hasAlpha else {
-      let alpha = try scaled.derive("casting the mask") { dr_cast($0, format, $1) }
-      return try derive("adding the mask") { image, out in dr_bandjoin2(image, alpha.pointer, out) }
+      let scaled = sampleScale == 1 ? shape : try shape.linear("scaling the mask", times: [sampleScale], plus: [0])
+      return try joined(try scaled.cast(to: format, "casting the mask"), "adding the mask")
     }
-    let colour = try derive("taking the colour bands") { dr_extract_bands($0, 0, Int32(bands - 1), $1) }
-    let alpha = try derive("taking the alpha band") { dr_extract_bands($0, Int32(bands - 1), 1, $1) }
+    let (colour, alpha) = try colourAndAlpha()
     let product = try alpha.derive("masking the alpha") { dr_multiply($0, shape.pointer, $1) }
-    let masked = try [1.0 / 255].withUnsafeBufferPointer { a throws(PipelineError) in
-      try [0.0].withUnsafeBufferPointer { b throws(PipelineError) in
-        try product.derive("masking the alpha") { dr_linear($0, a.baseAddress, b.baseAddress, 1, $1) }
+    let masked = try product.linear("masking the alpha", times: [1.0 / 255], plus: [0])
+    return try colour.joined(try masked.cast(to: format, "casting the alpha"), "joining the alpha")
+  }
+
+  /// `self × factors + offsets`, band by band (one value for every band, or one per band), in
+  /// float.
+  func linear(_ what: String, times factors: [Double], plus offsets: [Double]) throws(PipelineError) -> VipsImage {
+    try factors.withUnsafeBufferPointer { a throws(PipelineError) in
+      try offsets.withUnsafeBufferPointer { b throws(PipelineError) in
+        try derive(what) { dr_linear($0, a.baseAddress, b.baseAddress, Int32(a.count), $1) }
       }
     }
-    let kept = try masked.derive("casting the alpha") { dr_cast($0, format, $1) }
-    return try colour.derive("joining the alpha") { image, out in dr_bandjoin2(image, kept.pointer, out) }
+  }
+
+  /// In `format`: this image when it is in it already.
+  func cast(to format: VipsBandFormat, _ what: String = "restoring the pixel format") throws(PipelineError) -> VipsImage {
+    bandFormat == format ? self : try derive(what) { dr_cast($0, format, $1) }
+  }
+
+  /// The colour bands and the alpha band (the last), apart.
+  func colourAndAlpha() throws(PipelineError) -> (colour: VipsImage, alpha: VipsImage) {
+    let colour = try derive("taking the colour bands") { dr_extract_bands($0, 0, Int32(bands - 1), $1) }
+    let alpha = try derive("taking the alpha band") { dr_extract_bands($0, Int32(bands - 1), 1, $1) }
+    return (colour, alpha)
+  }
+
+  /// This image's bands, then `other`'s.
+  func joined(_ other: VipsImage, _ what: String) throws(PipelineError) -> VipsImage {
+    try derive(what) { image, out in dr_bandjoin2(image, other.pointer, out) }
   }
 
   /// A `width`×`height` one-band mask, 255 inside a rounded rectangle of radii `rx`, `ry`.
@@ -313,6 +317,6 @@ extension VipsImage {
     let premultiplied = try derive("premultiplying alpha") { dr_premultiply($0, $1) }
     let done = try operation(premultiplied)
     let restored = try done.derive("unpremultiplying alpha") { dr_unpremultiply($0, $1) }
-    return try restored.derive("restoring the pixel format") { dr_cast($0, format, $1) }
+    return try restored.cast(to: format)
   }
 }
