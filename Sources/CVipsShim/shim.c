@@ -335,6 +335,55 @@ int dr_gifsave_buffer(VipsImage *in, int effort, int strip, void **buf, size_t *
 
 int dr_has_icc(VipsImage *in) { return vips_image_get_typeof(in, VIPS_META_ICC_NAME) != 0; }
 
+/* The fields a pruned image keeps whatever the caller keeps: an animation's frame layout. */
+static int dr_structural_field(const char *name) {
+  static const char *const kept[] = {"page-height", "n-pages", "delay", "loop", "gif-delay", "gif-loop", NULL};
+  for (int i = 0; kept[i]; i++)
+    if (strcmp(name, kept[i]) == 0) return 1;
+  return strncmp(name, "darkroom-", 9) == 0;
+}
+
+int dr_prune_metadata(VipsImage *in, int keep_icc, int keep_copyright, VipsImage **out) {
+  if (vips_copy(in, out, NULL)) return -1;
+  int copyright = keep_copyright && vips_image_get_typeof(*out, "exif-ifd0-Copyright") != 0;
+  gchar **fields = vips_image_get_fields(*out);
+  for (int i = 0; fields && fields[i]; i++) {
+    const char *name = fields[i];
+    if (dr_structural_field(name)) continue;
+    if (keep_icc && strcmp(name, VIPS_META_ICC_NAME) == 0) continue;
+    // libvips rebuilds the EXIF block at save from the exif-ifd fields left on the image: the
+    // block stays, holding only the copyright.
+    if (copyright && (strcmp(name, VIPS_META_EXIF_NAME) == 0 || strcmp(name, "exif-ifd0-Copyright") == 0)) continue;
+    (void)vips_image_remove(*out, name);
+  }
+  g_strfreev(fields);
+  // Marked only when something is kept: with nothing to write, the saver strips as usual (with
+  // `strip` off it would write an EXIF block of its own).
+  if ((keep_icc && vips_image_get_typeof(*out, VIPS_META_ICC_NAME)) || copyright)
+    vips_image_set_int(*out, "darkroom-metadata-pruned", 1);
+  else
+    (void)vips_image_remove(*out, "darkroom-metadata-pruned");
+  return 0;
+}
+
+int dr_get_string_field(VipsImage *in, const char *name, char *buffer, size_t size) {
+  const char *value = NULL;
+  if (size == 0 || vips_image_get_typeof(in, name) == 0 || vips_image_get_string(in, name, &value) || !value) return -1;
+  g_strlcpy(buffer, value, size);
+  return 0;
+}
+
+int dr_with_field(VipsImage *in, const char *name, const char *value, const void *data, size_t length, VipsImage **out) {
+  if (vips_copy(in, out, NULL)) return -1;
+  if (value)
+    vips_image_set_string(*out, name, value);
+  else
+    vips_image_set_blob_copy(*out, name, data, length);
+  return 0;
+}
+
+int dr_has_field(VipsImage *in, const char *name) { return vips_image_get_typeof(in, name) != 0; }
+
 void dr_kill(VipsImage *image) { vips_image_set_kill(image, TRUE); }
 
 int dr_image_from_pixels(const void *pixels, int width, int height, int bands, VipsImage **out) {

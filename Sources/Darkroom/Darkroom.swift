@@ -24,7 +24,7 @@ public enum Darkroom {
   }
 
   /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `rotate`, `flip`, `grayscale`, `blur`,
-  /// `sharpen`, `modulate`, `flatten`, `extend`, `round`, `trim`, `encode`, `write`, `cache`, `notify`, `save`.
+  /// `sharpen`, `modulate`, `flatten`, `extend`, `round`, `trim`, `metadata`, `encode`, `write`, `cache`, `notify`, `save`.
   public static var standardRegistry: StageRegistry {
     var registry = StageRegistry()
     registry.register(
@@ -111,6 +111,12 @@ public enum Darkroom {
       options: TrimOptions.self
     ) { options, _ in
       options.trimmer
+    }
+    registry.register(
+      "metadata", summary: "Strips metadata before encode, keeping the ICC profile and/or the EXIF copyright if asked.",
+      options: MetadataOptions.self
+    ) { options, _ in
+      options.keeper
     }
     registry.register(
       "encode", summary: "Encodes the image as JPEG, PNG, WebP, AVIF or GIF (metadata stripped by default).",

@@ -80,6 +80,8 @@ struct OperationDefinitionTests {
       (#"{"stage": "resize", "width": 10, "dpr": 0.5}"#, "dpr"),
       (#"{"stage": "resize", "width": 10, "dpr": 9}"#, "dpr"),
       (#"{"stage": "resize", "width": 2000000000, "dpr": 2}"#, "dpr"),
+      (#"{"stage": "metadata", "keep": ["gps"]}"#, "\"icc\", \"copyright\""),
+      (#"{"stage": "metadata", "keep": "icc"}"#, "keep"),
     ])
   func refused(_ stage: String, _ expected: String) throws {
     let json = #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, "# + stage + "]}"
@@ -101,5 +103,15 @@ struct OperationDefinitionTests {
       \.identifier)
     #expect(identifiers.contains { $0.contains("resize(200x100,") }, "\(identifiers)")
     #expect(identifiers.contains("flatten(255,255,255)") && identifiers.contains("extend(4,0,0,0,0,0,0,255)"), "\(identifiers)")
+  }
+
+  @Test("metadata strips everything by default and keeps what it names")
+  func metadata() throws {
+    func identifier(_ stage: String) throws -> String? {
+      let json = #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, "# + stage + "]}"
+      return try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry).runnableStages.last?.identifier
+    }
+    #expect(try identifier(#"{"stage": "metadata"}"#) == "metadata()")
+    #expect(try identifier(#"{"stage": "metadata", "keep": ["copyright", "icc"]}"#) == "metadata(copyright,icc)")
   }
 }

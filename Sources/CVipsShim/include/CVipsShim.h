@@ -118,6 +118,18 @@ int dr_with_orientation(VipsImage *in, int orientation, VipsImage **out);
 // Whether the image has an embedded ICC profile.
 int dr_has_icc(VipsImage *in);
 
+// A copy of `in` without its metadata (EXIF, XMP, IPTC, comments, ICC), keeping the ICC profile
+// when `keep_icc` and the EXIF copyright when `keep_copyright`, and the fields an animation needs
+// (page-height, delay, loop). Marked so that the encoder writes what is left.
+int dr_prune_metadata(VipsImage *in, int keep_icc, int keep_copyright, VipsImage **out);
+// The string value of a metadata field (EXIF fields read as "value (description)"), into
+// `buffer` (at most `size` bytes, NUL-terminated); 0 when the image has it, -1 when not.
+int dr_get_string_field(VipsImage *in, const char *name, char *buffer, size_t size);
+// A copy of `in` with a string field, or (value NULL) a blob field of `length` bytes from `data`.
+int dr_with_field(VipsImage *in, const char *name, const char *value, const void *data, size_t length, VipsImage **out);
+// Whether the image has a metadata field of that name.
+int dr_has_field(VipsImage *in, const char *name);
+
 // Asks libvips to stop evaluating `image` (cancellation): pending computations fail quickly.
 void dr_kill(VipsImage *image);
 

@@ -167,3 +167,25 @@ package struct RoundOptions: StageOptions {
 
   public var rounder: Rounder { Rounder(radius: circle ? nil : radius, verticalRadius: radiusY) }
 }
+
+/// JSON options of the `metadata` stage.
+package struct MetadataOptions: StageOptions {
+  public var keep: [String]
+
+  public static let specs = [
+    OptionSpec(
+      "keep", .stringList, default: .array([]),
+      "What survives the stripping: \"icc\" (the colour profile) and/or \"copyright\" (the EXIF copyright); nothing by default.")
+  ]
+
+  public func problems() -> [OptionProblem] {
+    keep.filter { KeptMetadata(rawValue: $0) == nil }.map { item in
+      OptionProblem(
+        option: "keep",
+        "\"\(item.prefix(40))\" is not kept metadata: the choices are "
+          + KeptMetadata.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))
+    }
+  }
+
+  public var keeper: MetadataKeeper { MetadataKeeper(keeping: Set(keep.compactMap(KeptMetadata.init(rawValue:)))) }
+}

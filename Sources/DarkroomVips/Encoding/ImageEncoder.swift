@@ -4,8 +4,9 @@ import DarkroomCore
 
 /// The `encode` stage: turns an image into the bytes of a JPEG, PNG, WebP, AVIF or GIF file.
 ///
-/// Metadata (EXIF, XMP, ICC) is stripped unless ``keepMetadata`` is set. Formats without alpha
-/// (JPEG) get transparent areas flattened onto ``background``. Encoding is where a lazily decoded
+/// Metadata (EXIF, XMP, ICC) is stripped unless ``keepMetadata`` is set, or a ``MetadataKeeper``
+/// earlier in the pipeline chose what to keep. Formats without alpha (JPEG) get transparent areas
+/// flattened onto ``background``. Encoding is where a lazily decoded
 /// image is actually read, so damaged pixel data found here fails with `corruptImage`. A cancelled
 /// operation stops libvips mid-image.
 ///
@@ -76,8 +77,11 @@ public struct ImageEncoder: Stage {
   /// Encodes synchronously (call from a blocking-pool thread).
   public func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
     let concrete = format.resolved(for: input.sourceFormat, hasAlpha: input.image.hasAlpha)
-    let strip: Int32 = keepMetadata ? 0 : 1
-    var image = input.image
+    // A `metadata` stage chose what the image keeps: what it left is written.
+    let strip: Int32 = keepMetadata || input.image.metadataPruned ? 0 : 1
+    // Stripping removes the fields too: libvips 8.14's WebP saver writes EXIF, XMP and ICC even
+    // with `strip` set.
+    var image = strip == 1 ? try input.image.derive("removing metadata") { dr_prune_metadata($0, 0, 0, $1) } : input.image
     var buffer: UnsafeMutableRawPointer?
     var length = 0
     let status: Int32
@@ -126,7 +130,8 @@ public struct ImageEncoder: Stage {
         .encodeFailed, "encoding \(written) failed: \(cause.text)", source: input.source.description, cause: cause)
     }
     defer { g_free(buffer) }
-    let bytes = ImageBytes(UnsafeRawBufferPointer(start: buffer, count: length))
+    let saved = UnsafeRawBufferPointer(start: buffer, count: length)
+    let bytes = written == .webp && strip == 1 ? ImageBytes(WebPMetadata.stripped(Array(saved))) : ImageBytes(saved)
     return EncodedImage(
       source: input.source, bytes: bytes, format: written, width: image.width, height: image.height, partial: input.partial)
   }
