@@ -333,6 +333,70 @@ int dr_gifsave_buffer(VipsImage *in, int effort, int strip, void **buf, size_t *
   return vips_gifsave_buffer(in, buf, len, "effort", effort, "strip", strip ? TRUE : FALSE, NULL);
 }
 
+int dr_load_animation(DrFormat format, const void *buf, size_t len, VipsFailOn fail_on, VipsImage **out) {
+  void *data = (void *)buf;
+  switch (format) {
+  case DR_FORMAT_GIF:
+    return vips_gifload_buffer(data, len, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", fail_on, "n", -1, NULL);
+  case DR_FORMAT_WEBP:
+    return vips_webpload_buffer(data, len, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", fail_on, "n", -1, NULL);
+  default:
+    vips_error("darkroom", "only GIF and WebP animations are loaded");
+    return -1;
+  }
+}
+
+int dr_n_pages(VipsImage *in) { return vips_image_get_n_pages(in); }
+
+int dr_page_height_field(VipsImage *in) {
+  int value = 0;
+  if (vips_image_get_typeof(in, VIPS_META_PAGE_HEIGHT) == 0 || vips_image_get_int(in, VIPS_META_PAGE_HEIGHT, &value))
+    return 0;
+  return value;
+}
+
+int dr_frame(VipsImage *in, int index, int page_height, VipsImage **out) {
+  if (page_height < 1 || index < 0 || index >= in->Ysize / page_height) {
+    vips_error("darkroom", "frame %d of pages %d tall is outside the image", index, page_height);
+    return -1;
+  }
+  VipsImage *area = NULL;
+  if (vips_extract_area(in, &area, 0, index * page_height, in->Xsize, page_height, NULL)) return -1;
+  int failed = vips_copy(area, out, NULL);
+  g_object_unref(area);
+  if (failed) return -1;
+  (void)vips_image_remove(*out, VIPS_META_PAGE_HEIGHT);
+  return 0;
+}
+
+int dr_join_frames(VipsImage **frames, int n, VipsImage **out) {
+  if (n < 1) {
+    vips_error("darkroom", "no frames to join");
+    return -1;
+  }
+  VipsImage *joined = NULL;
+  if (vips_arrayjoin(frames, &joined, n, "across", 1, NULL)) return -1;
+  int failed = vips_copy(joined, out, NULL);
+  g_object_unref(joined);
+  if (failed) return -1;
+  vips_image_set_int(*out, VIPS_META_PAGE_HEIGHT, frames[0]->Ysize);
+  vips_image_set_int(*out, VIPS_META_N_PAGES, n);
+  return 0;
+}
+
+int dr_frame_delays(VipsImage *in, int *delays, int max) {
+  int *array = NULL, count = 0;
+  if (vips_image_get_typeof(in, "delay") == 0 || vips_image_get_array_int(in, "delay", &array, &count) || !array) return 0;
+  for (int i = 0; i < count && i < max; i++) delays[i] = array[i];
+  return count;
+}
+
+int dr_loop_count(VipsImage *in) {
+  int value = 0;
+  if (vips_image_get_typeof(in, "loop") == 0 || vips_image_get_int(in, "loop", &value)) return -1;
+  return value;
+}
+
 int dr_has_icc(VipsImage *in) { return vips_image_get_typeof(in, VIPS_META_ICC_NAME) != 0; }
 
 /* The fields a pruned image keeps whatever the caller keeps: an animation's frame layout. */

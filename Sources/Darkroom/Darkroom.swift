@@ -45,7 +45,7 @@ public enum Darkroom {
     ) { options, _ in
       ImageDecoder(
         maxPixels: options.maxPixels, autoRotate: options.autoRotate, convertToSRGB: options.convertToSRGB,
-        lenient: options.lenient, share: options.share)
+        lenient: options.lenient, share: options.share, animated: options.animated == .auto, maxFrames: options.maxFrames)
     }
     registry.register(
       "crop", summary: "Keeps part of the image: a relative or pixel rectangle, a box at a gravity, or a smart crop.",

@@ -115,6 +115,25 @@ int dr_image_to_pixels(VipsImage *in, void **pixels, size_t *length);
 // A copy of `in` with the EXIF orientation tag set (written into EXIF when saved with metadata).
 int dr_with_orientation(VipsImage *in, int orientation, VipsImage **out);
 
+// Animations. A GIF or animated WebP loads as a strip of frames, one under the other, each
+// `page-height` pixels tall, with its `delay` array (ms per frame) and `loop` count.
+// dr_load_animation loads every frame (n=-1) of a GIF or WebP held in memory.
+int dr_load_animation(DrFormat format, const void *buf, size_t len, VipsFailOn fail_on, VipsImage **out);
+// How many pages (frames) the file holds, as the loader declared; 1 when it did not say.
+int dr_n_pages(VipsImage *in);
+// The page-height field, or 0 when the image has none.
+int dr_page_height_field(VipsImage *in);
+// Frame `index` of a strip of frames `page_height` tall, as an image of its own (without the
+// page-height field, so that an operation on it sees a still image).
+int dr_frame(VipsImage *in, int index, int page_height, VipsImage **out);
+// Frames of one size joined into a strip again, with page-height set to their height (and the
+// first frame's delay and loop fields).
+int dr_join_frames(VipsImage **frames, int n, VipsImage **out);
+// The frame delays in ms: at most `max` into `delays`, how many the image has returned (0: none).
+int dr_frame_delays(VipsImage *in, int *delays, int max);
+// The loop count (0: for ever), or -1 when the image has none.
+int dr_loop_count(VipsImage *in);
+
 // Whether the image has an embedded ICC profile.
 int dr_has_icc(VipsImage *in);
 

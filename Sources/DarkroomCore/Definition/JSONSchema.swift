@@ -98,6 +98,7 @@ package enum JSONSchema {
     case .string: return [("type", "string")]
     case .boolean: return [("type", "boolean")]
     case .choice(let values): return [("type", "string"), ("enum", .array(values.map { .string($0) }))]
+    case .choiceOrFalse(let values): return [("enum", .array(values.map { .string($0) } + [false]))]
     case .object(let specs):
       return [
         ("type", "object"), ("properties", .object(specs.map { ($0.name, schema(for: $0)) })),

@@ -43,6 +43,8 @@ public indirect enum OptionType: Sendable {
   case boolean
   /// One of the listed strings.
   case choice([String])
+  /// One of the listed strings, or `false` (a feature that is on in some way, or off).
+  case choiceOrFalse([String])
   /// An object with the listed options.
   case object([OptionSpec])
   /// An object of string values with free keys (HTTP headers).
@@ -72,6 +74,7 @@ public indirect enum OptionType: Sendable {
     case .string: return "a string"
     case .boolean: return "true or false"
     case .choice(let values): return "one of " + values.map { "\"\($0)\"" }.joined(separator: ", ")
+    case .choiceOrFalse(let values): return values.map { "\"\($0)\"" }.joined(separator: ", ") + " or false"
     case .object(let specs): return "an object with " + specs.map { "\"\($0.name)\"" }.joined(separator: ", ")
     case .stringMap: return "an object of strings"
     case .stringList: return "an array of strings"
@@ -86,6 +89,7 @@ public indirect enum OptionType: Sendable {
     case .string: "string"
     case .boolean: "boolean"
     case .choice: "string (enum)"
+    case .choiceOrFalse: "string (enum) or false"
     case .object: "object"
     case .stringMap: "object (string → string)"
     case .stringList: "array of strings"

@@ -67,6 +67,11 @@ package enum OptionValidator {
       guard case .string = value else { return (value, wrong()) }
     case .boolean:
       guard case .bool = value else { return (value, wrong()) }
+    case .choiceOrFalse(let values):
+      if case .bool(false) = value { break }
+      guard case .string = value else { return (value, wrong()) }
+      let (_, issues) = check(value, against: .choice(values), path: path)
+      if !issues.isEmpty { return (value, wrong()) }
     case .choice(let values):
       guard case .string(let text) = value else { return (value, wrong()) }
       if !values.contains(text) {

@@ -3,6 +3,10 @@ import CVipsShim
 import DarkroomCore
 
 /// What a ``MetadataKeeper`` keeps of an image's metadata.
+///
+/// ```swift
+/// let keeper = MetadataKeeper(keeping: [.icc])   // the colour profile, nothing else
+/// ```
 public enum KeptMetadata: String, Sendable, CaseIterable, Codable {
   /// The embedded ICC colour profile.
   case icc

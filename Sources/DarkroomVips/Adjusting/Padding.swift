@@ -80,6 +80,18 @@ public struct Trimmer: PixelOperation {
   public func apply(to image: VipsImage) throws(PipelineError) -> VipsImage {
     try image.trimmed(threshold: threshold, background: background, corner: corner)
   }
+
+  /// An animation is trimmed by the border of its first frame, every frame alike.
+  public func applyToFrames(of image: VipsImage) throws(PipelineError) -> VipsImage {
+    guard image.isAnimated else { return try apply(to: image) }
+    let first = try image.frame(0)
+    guard first.width >= 3, first.height >= 3,
+      let box = try first.materialized().trimBox(threshold: threshold, background: background, corner: corner)
+    else { return image }
+    return try image.framewise("trim") { frame throws(PipelineError) in
+      try frame.cropped(x: box.x, y: box.y, width: box.width, height: box.height)
+    }
+  }
 }
 
 /// The `round` stage: cuts the corners round (a radius in pixels, or a circle or ellipse that

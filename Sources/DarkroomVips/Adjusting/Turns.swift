@@ -52,11 +52,22 @@ public struct Flipper: PixelOperation {
 public protocol PixelOperation: Stage where Input == DecodedImage, Output == DecodedImage {
   /// The image with this operation applied (called on a blocking thread).
   func apply(to image: VipsImage) throws(PipelineError) -> VipsImage
+  /// The operation applied to every frame of an animation, or once to a still image. By default
+  /// ``apply(to:)`` runs on each frame; an operation whose result depends on the content (a trim)
+  /// decides once, so that the frames stay one size.
+  func applyToFrames(of image: VipsImage) throws(PipelineError) -> VipsImage
 }
 
 extension PixelOperation {
   public func process(_ input: DecodedImage, context: StageContext) async throws -> DecodedImage {
     let operation = self
-    return try await VipsKillScope.blocking(context, inputs: [input.image]) { input.with(try operation.apply(to: input.image)) }
+    return try await VipsKillScope.blocking(context, inputs: [input.image]) {
+      input.with(try operation.applyToFrames(of: input.image))
+    }
+  }
+
+  /// Applies the operation to each frame of an animation alike (to a still image, once).
+  public func applyToFrames(of image: VipsImage) throws(PipelineError) -> VipsImage {
+    try image.framewise(identifier) { frame throws(PipelineError) in try apply(to: frame) }
   }
 }

@@ -76,9 +76,14 @@ public struct Cropper: Stage {
   public func crop(_ input: DecodedImage) throws(PipelineError) -> DecodedImage {
     let image = input.image
     if case .smart(let w, let h, let strategy) = region {
-      return input.with(try image.smartCropped(width: w, height: h, strategy: strategy))
+      // One frame's interesting part is not the next one's: an animation is cropped at the centre.
+      guard image.isAnimated else { return input.with(try image.smartCropped(width: w, height: h, strategy: strategy)) }
+      return try Cropper(.box(width: w, height: h, gravity: .centre)).crop(input)
     }
-    guard let rect = region.rectangle(inWidth: image.width, height: image.height) else { return input }
-    return input.with(try image.cropped(x: rect.x, y: rect.y, width: rect.width, height: rect.height))
+    guard let rect = region.rectangle(inWidth: input.width, height: input.height) else { return input }
+    return input.with(
+      try image.framewise("crop") { frame throws(PipelineError) in
+        try frame.cropped(x: rect.x, y: rect.y, width: rect.width, height: rect.height)
+      })
   }
 }

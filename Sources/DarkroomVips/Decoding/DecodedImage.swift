@@ -25,6 +25,9 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
   public var sourceHeight: Int
   /// True when a lenient decoder accepted damaged data and some pixels are missing.
   public var partial: Bool
+  /// How many frames the source file holds (an animation decoded as its first frame alone still
+  /// says how many it had).
+  public var sourceFrames: Int = 1
   /// The shared live image this one came from (a `share` decoder), kept alive by every value
   /// derived from it.
   package var liveImage: LiveDecodedImage?
@@ -42,8 +45,10 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
 
   /// Width in pixels.
   public var width: Int { image.width }
-  /// Height in pixels.
-  public var height: Int { image.height }
+  /// Height in pixels (of one frame, for an animation).
+  public var height: Int { image.frameHeight }
+  /// How many frames the image has: 1, or an animation's frame count.
+  public var frameCount: Int { image.frameCount }
 
   /// A copy with other pixels.
   public func with(_ image: VipsImage) -> DecodedImage {

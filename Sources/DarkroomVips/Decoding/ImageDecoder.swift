@@ -6,7 +6,8 @@ import DarkroomCore
 ///
 /// The format is sniffed from the magic bytes and only that format's libvips loader runs —
 /// never libvips' generic detection, never its untrusted loaders (ImageMagick, PDF, SVG, JPEG
-/// 2000…). Trusted: JPEG, PNG, GIF (first frame), WebP, TIFF, HEIF/AVIF. The declared size is
+/// 2000…). Trusted: JPEG, PNG, GIF, WebP, TIFF, HEIF/AVIF. An animated GIF or WebP keeps every
+/// frame (``animated``), as a strip of frames that later stages treat frame by frame. The declared size is
 /// checked against ``maxPixels`` from the header, before any pixel is decoded.
 ///
 /// Strict by default: truncated or corrupt pixel data fails the operation with `corruptImage`
@@ -31,6 +32,15 @@ public struct ImageDecoder: Stage {
   /// Share one decoded, in-memory image between operations decoding the same bytes at the same
   /// time (`LiveImages`); turns off shrink-on-load fusion for this stage.
   public var share: Bool
+  /// Decode every frame of an animated GIF or WebP (a strip of frames that later stages treat
+  /// frame by frame); when false, only the first frame is taken and a note says so.
+  public var animated: Bool
+  /// The most frames an animation may have; more is `imageTooLarge` (decode with `animated` off
+  /// to take the first frame of a longer one).
+  public var maxFrames: Int
+
+  /// The default ``maxFrames``.
+  public static let defaultMaxFrames = 1_000
 
   public static let defaultMaxPixels = 100_000_000
 
@@ -44,8 +54,10 @@ public struct ImageDecoder: Stage {
 
   public init(
     maxPixels: Int = ImageDecoder.defaultMaxPixels, autoRotate: Bool = true, convertToSRGB: Bool = true, lenient: Bool = false,
-    share: Bool = false
+    share: Bool = false, animated: Bool = true, maxFrames: Int = ImageDecoder.defaultMaxFrames
   ) {
+    self.animated = animated
+    self.maxFrames = maxFrames
     self.maxPixels = maxPixels
     self.autoRotate = autoRotate
     self.convertToSRGB = convertToSRGB
@@ -54,11 +66,16 @@ public struct ImageDecoder: Stage {
   }
 
   public var identifier: String {
-    "decode(maxPixels=\(maxPixels),autoRotate=\(autoRotate),srgb=\(convertToSRGB),lenient=\(lenient)\(share ? ",share" : ""))"
+    "decode(maxPixels=\(maxPixels),autoRotate=\(autoRotate),srgb=\(convertToSRGB),lenient=\(lenient)\(share ? ",share" : "")"
+      + (animated ? (maxFrames == ImageDecoder.defaultMaxFrames ? "" : ",maxFrames=\(maxFrames)") : ",still") + ")"
   }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
-    guard share else { return try await VipsKillScope.blocking(context) { try decode(input) } }
+    guard share else {
+      let decoded = try await VipsKillScope.blocking(context) { try decode(input) }
+      noteFirstFrame(of: decoded, context: context)
+      return decoded
+    }
     let key = LiveImages.Key(bytes: input.bytes, decoder: identifier)
     let live = try await LiveImages.shared.object(for: key) { [self] in
       try await VipsKillScope.blocking(context) {
@@ -70,13 +87,21 @@ public struct ImageDecoder: Stage {
     var decoded = live.decoded
     decoded.source = input.source
     decoded.liveImage = live
+    noteFirstFrame(of: decoded, context: context)
     return decoded
+  }
+
+  /// With ``animated`` off, a note says that an animation lost its other frames.
+  func noteFirstFrame(of decoded: DecodedImage, context: StageContext) {
+    guard !animated, decoded.sourceFrames > 1 else { return }
+    context.log("the \(decoded.sourceFormat) has \(decoded.sourceFrames) frames; only the first is taken (\"animated\": false)")
   }
 
   /// Decodes synchronously (call from a blocking-pool thread).
   public func decode(_ input: FetchedData) throws(PipelineError) -> DecodedImage {
     let header = try loadHeader(input)
-    return try finish(header.image, format: header.format, input: input, width: header.image.width, height: header.image.height)
+    return try finish(
+      header.image, format: header.format, input: input, width: header.image.width, height: header.image.frameHeight)
   }
 
   /// The sniffed format and the header-only image, after the pixel limit check.
@@ -118,10 +143,62 @@ public struct ImageDecoder: Stage {
         source: input.source.description)
     }
     try guardHeldImage(format, image: image, heif: heif, jpeg: jpeg, input: input)
+    if animated, format == .gif || format == .webp, image.declaredPages > 1 {
+      return (
+        format, try loadAnimation(format, frames: image.declaredPages, width: image.width, height: image.height, input: input)
+      )
+    }
     if format == .tiff, dr_tiff_is_tiled_planar(input.bytes.baseAddress, input.bytes.count) != 0 {
       return (format, try ImageDecoder.loadPlanarTIFF(input, maxPixels: maxPixels))
     }
     return (format, image)
+  }
+
+  /// Every frame of an animated GIF or WebP, after checking the frame count against
+  /// ``maxFrames`` and canvas × frames against ``maxPixels``.
+  func loadAnimation(
+    _ format: ImageFormat, frames: Int, width: Int, height: Int, input: FetchedData, failOn: VipsFailOn? = nil
+  ) throws(PipelineError) -> VipsImage {
+    let source = input.source.description
+    guard frames <= maxFrames else {
+      throw PipelineError(
+        .imageTooLarge,
+        "the \(format) has \(frames) frames, over the limit of \(maxFrames) (maxFrames); raise maxFrames, "
+          + "or decode with \"animated\": false to take the first frame",
+        source: source)
+    }
+    let (area, overflow) = width.multipliedReportingOverflow(by: height)
+    let (pixels, overflow2) = area.multipliedReportingOverflow(by: frames)
+    guard !overflow, !overflow2, pixels <= maxPixels else {
+      throw PipelineError(
+        .imageTooLarge,
+        "the \(format)'s \(frames) frames of \(width)×\(height) pixels make "
+          + "\(overflow || overflow2 ? "more than \(Int.max)" : String(pixels)) pixels, over the limit of \(maxPixels) (maxPixels, "
+          + "which counts every frame); raise maxPixels, or decode with \"animated\": false to take the first frame",
+        source: source)
+    }
+    guard let code = format.shimFormat else {
+      throw PipelineError(.unsupportedFormat, "\(format) images are not accepted", source: source)
+    }
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    Vips.takeWarning()
+    let status = input.bytes.withUnsafeBytes { raw in
+      dr_load_animation(code, raw.baseAddress, raw.count, failOn ?? ImageDecoder.strictFailOn(for: format), &out)
+    }
+    guard status == 0, let out else {
+      let cause = Vips.captureError()
+      throw PipelineError(
+        .corruptImage, "the \(format) animation is damaged: \(cause.text)", source: source, cause: cause)
+    }
+    let strip = VipsImage(taking: out, keepAlive: [input.bytes])
+    guard strip.isAnimated, strip.frameCount == frames, strip.width == width, strip.frameHeight == height else {
+      throw PipelineError(
+        .corruptImage,
+        "the \(format) animation's frames do not add up: \(frames) frames of \(width)×\(height) declared, "
+          + "\(strip.frameCount) of \(strip.width)×\(strip.frameHeight) loaded",
+        source: source)
+    }
+    return strip
   }
 
   /// Throws `imageTooLarge` when a declared size is over ``maxPixels``.
@@ -146,16 +223,27 @@ public struct ImageDecoder: Stage {
       do {
         image = try image.materialized()
       } catch  where error.code == .corruptImage {
-        let relaxed = try ImageDecoder.load(
-          format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale)
+        let relaxed =
+          loaded.isAnimated
+          ? try loadAnimation(
+            format, frames: loaded.frameCount, width: loaded.width, height: loaded.frameHeight, input: input,
+            failOn: VIPS_FAIL_ON_NONE)
+          : try ImageDecoder.load(
+            format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale)
         image = try relaxed.materialized()
         partial = true
       }
     }
     if convertToSRGB { image = try image.convertedToSRGB() }
-    if rotate, autoRotate { image = try ImageDecoder.upright(image, materialized: lenient) }
-    return DecodedImage(
+    if rotate, autoRotate {
+      image = try image.framewise("turning upright") { frame throws(PipelineError) in
+        try ImageDecoder.upright(frame, materialized: lenient)
+      }
+    }
+    var decoded = DecodedImage(
       source: input.source, image: image, sourceFormat: format, sourceWidth: width, sourceHeight: height, partial: partial)
+    decoded.sourceFrames = format == .gif || format == .webp ? loaded.declaredPages : 1
+    return decoded
   }
 
   /// Applies the EXIF orientation. Every turn or vertical flip reads pixels out of the order a

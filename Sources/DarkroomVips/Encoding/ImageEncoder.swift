@@ -82,6 +82,12 @@ public struct ImageEncoder: Stage {
     // Stripping removes the fields too: libvips 8.14's WebP saver writes EXIF, XMP and ICC even
     // with `strip` set.
     var image = strip == 1 ? try input.image.derive("removing metadata") { dr_prune_metadata($0, 0, 0, $1) } : input.image
+    // GIF and WebP keep an animation's frames, delays and loop count; the other formats hold one
+    // image: the first frame.
+    switch concrete {
+    case .gif, .webp: break
+    default: image = try image.firstFrame()
+    }
     var buffer: UnsafeMutableRawPointer?
     var length = 0
     let status: Int32
@@ -100,7 +106,7 @@ public struct ImageEncoder: Stage {
       written = .png
     case .webp(let quality, let lossless, let effort):
       try ImageEncoder.checkSides(
-        width: image.width, height: image.height, limit: ImageEncoder.maxWebPSide, format: .webp, source: input.source)
+        width: image.width, height: image.frameHeight, limit: ImageEncoder.maxWebPSide, format: .webp, source: input.source)
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_webpsave_buffer(image.pointer, Int32(quality), lossless ? 1 : 0, Int32(effort), strip, &buffer, &length)
       written = .webp
@@ -133,6 +139,6 @@ public struct ImageEncoder: Stage {
     let saved = UnsafeRawBufferPointer(start: buffer, count: length)
     let bytes = written == .webp && strip == 1 ? ImageBytes(WebPMetadata.stripped(Array(saved))) : ImageBytes(saved)
     return EncodedImage(
-      source: input.source, bytes: bytes, format: written, width: image.width, height: image.height, partial: input.partial)
+      source: input.source, bytes: bytes, format: written, width: image.width, height: image.frameHeight, partial: input.partial)
   }
 }

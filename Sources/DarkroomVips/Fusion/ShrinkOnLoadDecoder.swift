@@ -37,7 +37,9 @@ package struct ShrinkOnLoadDecoder: Stage {
   }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
-    try await VipsKillScope.blocking(context) { try run(input) }
+    let decoded = try await VipsKillScope.blocking(context) { try run(input) }
+    decoder.noteFirstFrame(of: decoded, context: context)
+    return decoded
   }
 
   /// The JPEG/WebP shrink factor for reducing by `shrink` (sharp's rule).
@@ -50,6 +52,13 @@ package struct ShrinkOnLoadDecoder: Stage {
 
   func run(_ input: FetchedData) throws(PipelineError) -> DecodedImage {
     let header = try decoder.loadHeader(input)
+    if header.image.isAnimated {
+      // Every frame at full size, then the stages as they run unfused (GIF has no shrink-on-load).
+      var decoded = try decoder.finish(
+        header.image, format: header.format, input: input, width: header.image.width, height: header.image.frameHeight)
+      if let crop { decoded = try crop.crop(decoded) }
+      return try resizer.resize(decoded)
+    }
     let fullWidth = header.image.width
     let fullHeight = header.image.height
     let orientation = decoder.autoRotate ? header.image.orientation : 1

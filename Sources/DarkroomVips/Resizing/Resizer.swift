@@ -124,7 +124,20 @@ public struct Resizer: Stage {
   /// Resizes synchronously (call from a blocking-pool thread).
   public func resize(_ input: DecodedImage) throws(PipelineError) -> DecodedImage {
     let target = scaledSize(inputWidth: input.width, inputHeight: input.height)
-    return input.with(try apply(to: input.image, scaledTo: target))
+    guard input.image.isAnimated else { return input.with(try apply(to: input.image, scaledTo: target)) }
+    // Every frame alike; a smart crop would move between frames, so an animation fills at the centre.
+    var framewise = self
+    if case .smart = anchor { framewise.anchor = .gravity(.centre) }
+    let (area, overflow) = target.width.multipliedReportingOverflow(by: target.height)
+    let (pixels, overflow2) = area.multipliedReportingOverflow(by: input.frameCount)
+    if overflow || overflow2 || pixels > maxPixels {
+      throw PipelineError(
+        .imageTooLarge,
+        "resizing would make \(input.frameCount) frames of \(target.width)×\(target.height) pixels, over the limit of "
+          + "\(maxPixels) pixels (every frame counts): ask for a smaller size (or no upscaling)")
+    }
+    return input.with(
+      try input.image.framewise("resize") { frame throws(PipelineError) in try framewise.apply(to: frame, scaledTo: target) })
   }
 
   /// Throws `imageTooLarge` when the scaled image, or the box it is padded to, would be over

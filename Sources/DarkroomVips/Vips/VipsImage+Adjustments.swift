@@ -176,12 +176,26 @@ extension VipsImage {
   public func trimmed(threshold: Double = 10, background: [Double]? = nil, corner: TrimCorner = .topLeft)
     throws(PipelineError) -> VipsImage
   {
-    guard threshold.isFinite, (0...255).contains(threshold) else {
-      throw PipelineError(.invalidInput, "a trim's threshold is 0 to 255, not \(threshold)")
-    }
+    try Self.checkTrimThreshold(threshold)
     guard width >= 3, height >= 3 else { return self }
     // Read twice (to find the box, then to crop it): held in memory first.
     let source = try materialized()
+    guard let box = try source.trimBox(threshold: threshold, background: background, corner: corner) else { return source }
+    return try source.cropped(x: box.x, y: box.y, width: box.width, height: box.height)
+  }
+
+  static func checkTrimThreshold(_ threshold: Double) throws(PipelineError) {
+    guard threshold.isFinite, (0...255).contains(threshold) else {
+      throw PipelineError(.invalidInput, "a trim's threshold is 0 to 255, not \(threshold)")
+    }
+  }
+
+  /// The box ``trimmed(threshold:background:corner:)`` keeps, or `nil` when the image is all border.
+  func trimBox(threshold: Double, background: [Double]?, corner: TrimCorner) throws(PipelineError)
+    -> (x: Int, y: Int, width: Int, height: Int)?
+  {
+    try Self.checkTrimThreshold(threshold)
+    let source = self
     let flat = try source.flattened(background: [255, 255, 255])
     let colour: [Double]
     if let background {
@@ -198,8 +212,8 @@ extension VipsImage {
       let cause = Vips.captureError()
       throw PipelineError(.processingFailed, "finding the border to trim failed: \(cause.text)", cause: cause)
     }
-    guard width > 0, height > 0 else { return source }
-    return try source.cropped(x: Int(left), y: Int(top), width: Int(width), height: Int(height))
+    guard width > 0, height > 0 else { return nil }
+    return (Int(left), Int(top), Int(width), Int(height))
   }
 
   /// The largest brightness or saturation factor ``modulated(brightness:saturation:hue:)`` takes.

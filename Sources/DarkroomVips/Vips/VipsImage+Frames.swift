@@ -1,0 +1,80 @@
+import CVips
+import CVipsShim
+import DarkroomCore
+
+/// Animations: a GIF or animated WebP is decoded as a strip of frames, one under the other, each
+/// ``frameHeight`` pixels tall, with its delays and loop count. Operations run on each frame
+/// alike (``framewise(_:_:)``); an encoder to a still format takes the first frame.
+extension VipsImage {
+  /// Whether this is a strip of two or more frames (a `page-height` that divides the height).
+  public var isAnimated: Bool {
+    let page = Int(dr_page_height_field(pointer))
+    return page > 0 && page < height && height % page == 0
+  }
+
+  /// The height of one frame: the page height of an animation, the height of a still image.
+  public var frameHeight: Int { isAnimated ? Int(dr_page_height_field(pointer)) : height }
+
+  /// How many frames the image holds (1 for a still image).
+  public var frameCount: Int { isAnimated ? height / max(1, frameHeight) : 1 }
+
+  /// The declared number of pages of the file this image was loaded from (1 when not declared).
+  var declaredPages: Int { max(1, Int(dr_n_pages(pointer))) }
+
+  /// Each frame's delay in milliseconds (empty for a still image or an animation without delays).
+  public var frameDelays: [Int] {
+    var delays = [Int32](repeating: 0, count: ImageDecoder.maxFrames)
+    let count = Int(dr_frame_delays(pointer, &delays, Int32(delays.count)))
+    return delays.prefix(min(count, delays.count)).map(Int.init)
+  }
+
+  /// How many times the animation plays (0: for ever), or `nil` when the image does not say.
+  public var loopCount: Int? {
+    let value = Int(dr_loop_count(pointer))
+    return value < 0 ? nil : value
+  }
+
+  /// Frame `index` as a still image.
+  public func frame(_ index: Int) throws(PipelineError) -> VipsImage {
+    let page = Int32(clamping: frameHeight)
+    return try derive("taking frame \(index)") { dr_frame($0, Int32(clamping: index), page, $1) }
+  }
+
+  /// The first frame alone, for formats that hold one image.
+  public func firstFrame() throws(PipelineError) -> VipsImage { isAnimated ? try frame(0) : self }
+
+  /// `operation` applied to each frame of an animation (or to a still image), the frames joined
+  /// into a strip again with their delays and loop count. Every frame must come out the same size.
+  public func framewise(_ what: String, _ operation: (VipsImage) throws(PipelineError) -> VipsImage) throws(PipelineError)
+    -> VipsImage
+  {
+    guard isAnimated else { return try operation(self) }
+    var frames: [VipsImage] = []
+    frames.reserveCapacity(frameCount)
+    for index in 0..<frameCount {
+      let done = try operation(try frame(index))
+      if let first = frames.first, done.width != first.width || done.height != first.height {
+        throw PipelineError(
+          .processingFailed,
+          "\(what) made frames of different sizes (\(first.width)×\(first.height) and \(done.width)×\(done.height)); "
+            + "an animation's frames must stay one size")
+      }
+      frames.append(done)
+    }
+    return try VipsImage.joiningFrames(frames, what)
+  }
+
+  /// Frames of one size as one strip.
+  static func joiningFrames(_ frames: [VipsImage], _ what: String) throws(PipelineError) -> VipsImage {
+    var pointers: [UnsafeMutablePointer<CVips.VipsImage>?] = frames.map(\.pointer)
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    let status = pointers.withUnsafeMutableBufferPointer { buffer in
+      dr_join_frames(buffer.baseAddress, Int32(clamping: buffer.count), &out)
+    }
+    guard status == 0, let out else {
+      let cause = Vips.captureError()
+      throw PipelineError(.processingFailed, "\(what): joining the frames failed: \(cause.text)", cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: frames)
+  }
+}
