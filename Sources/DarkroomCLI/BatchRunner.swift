@@ -119,7 +119,7 @@ struct BatchRunner {
         tally.add(
           RunReport.Output(
             source: source.description, variant: variant, path: path, width: summary.width, height: summary.height,
-            format: summary.format, bytes: summary.bytes, milliseconds: milliseconds))
+            format: summary.format, bytes: summary.bytes, milliseconds: (milliseconds * 100).rounded() / 100))
       case .failure(let error) where error.code != .cancelled:
         tally.add(
           RunReport.Failure(

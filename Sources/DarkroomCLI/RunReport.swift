@@ -53,43 +53,4 @@ struct RunReport: Sendable {
     }
     return String(decoding: data ?? Data(), as: UTF8.self)
   }
-
-  /// Adds a thumbnail to every output: each written file is read back (it is on a disk that may
-  /// have changed) and made small by Darkroom's own pipeline through a loader doing `jobs` at
-  /// once, within the fetcher's and decoder's limits and a time limit. A file that cannot be read
-  /// or decoded gets no thumbnail; nothing else happens.
-  static func addThumbnails(to outputs: inout [Output], jobs: Int) async {
-    var configuration = ImageLoader.Configuration()
-    configuration.cpuLimit = jobs
-    configuration.timeout = .seconds(30)
-    let loader = ImageLoader(configuration: configuration)
-    let pipeline = Pipeline(name: "report-thumbnail") {
-      Fetcher()
-      ImageDecoder()
-      Resizer(width: thumbnailSide, height: thumbnailSide, mode: .fit)
-      ImageEncoder(.webp(quality: 50, effort: 2))
-    }
-    let paths = outputs.map(\.path)
-    let window = max(1, jobs * 2)
-    var thumbnails = [String?](repeating: nil, count: paths.count)
-    await withTaskGroup(of: (Int, String?).self) { group in
-      var next = 0
-      func start() {
-        let index = next
-        next += 1
-        group.addTask {
-          guard case .success(let image) = await loader.load(ImageSource(path: paths[index]), pipeline: pipeline).result,
-            image.bytes.count <= maxThumbnailBytes
-          else { return (index, nil) }
-          return (index, "data:image/webp;base64," + image.bytes.data.base64EncodedString())
-        }
-      }
-      while next < paths.count, next < window { start() }
-      while let (index, thumbnail) = await group.next() {
-        thumbnails[index] = thumbnail
-        if next < paths.count { start() }
-      }
-    }
-    for index in outputs.indices { outputs[index].thumbnail = thumbnails[index] }
-  }
 }

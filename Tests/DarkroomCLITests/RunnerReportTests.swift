@@ -86,6 +86,8 @@ struct RunnerReportTests {
     #expect(HeadlessChromium.count("class=\"tile\"", in: dom) == 200)
     #expect(dom.contains("1001 outputs") && dom.contains("page 1 of 6"), "\(dom.prefix(2_000))")
     #expect(HeadlessChromium.count("src=\"data:image/webp;base64,", in: dom) == 200)
+    // A save stage does not say what it saved: the size and format come from the file's header.
+    #expect(HeadlessChromium.count("8×8 · png · ", in: dom) == 200, "\(dom.prefix(2_000))")
   }
 
   @Test("--metrics writes Prometheus text atomically: counts, a histogram of seconds per image, labels escaped")
