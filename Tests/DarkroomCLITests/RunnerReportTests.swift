@@ -9,15 +9,11 @@ import Testing
 struct RunnerReportTests {
   /// Copies of the example images under hostile names, a damaged file, and the folder.
   func hostileInputs() throws -> (folder: String, inputs: [String]) {
-    let folder = try Runner.temporaryDirectory()
-    try FileManager.default.createDirectory(atPath: folder + "/in", withIntermediateDirectories: true)
-    let images = Runner.package.path + "/Examples/images/"
-    let names = [
+    let folder = try ExampleInputs.folder([
       ("<script>alert(1)<!--x.jpg", "dunes.jpg"), ("quote\"'&amp;.png", "rings.png"),
       ("line\u{2028}sep<!--.webp", "checker.webp"),
       ("plain.jpg", "portrait-rotated.jpg"),
-    ]
-    for (name, original) in names { try FileManager.default.copyItem(atPath: images + original, toPath: folder + "/in/" + name) }
+    ])
     try Data("not a jpeg at all".utf8).write(to: URL(fileURLWithPath: folder + "/in/damaged.jpg"))
     return (folder, [folder + "/in", folder + "/</script><b>gone.jpg"])
   }
@@ -69,16 +65,15 @@ struct RunnerReportTests {
     defer { try? FileManager.default.removeItem(atPath: folder) }
     // One tiny real image made by the runner, then 1,001 copies of it.
     let tiny = folder + "/tiny.json"
-    try Data(
-      #"{"version": 1, "name": "tiny", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 8, "height": 8, "mode": "fill"}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "seed.{ext}"}]}"#
-        .utf8
-    ).write(to: URL(fileURLWithPath: tiny))
+    try ExampleInputs.pipeline(
+      #"{"version": 1, "name": "tiny", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 8, "height": 8, "mode": "fill"}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "seed.{ext}"}]}"#,
+      at: tiny)
     let seed = try await Runner.run(["run", tiny, "Examples/images/rings.png", "--output", folder])
     #expect(seed.status == 0, "\(seed.stderr)")
     try FileManager.default.createDirectory(atPath: folder + "/in", withIntermediateDirectories: true)
     for index in 0..<1_001 { try FileManager.default.copyItem(atPath: folder + "/seed.png", toPath: folder + "/in/\(index).png") }
     let mirror = folder + "/mirror.json"
-    try Data(#"{"version": 1, "name": "mirror", "stages": [{"stage": "fetch"}]}"#.utf8).write(to: URL(fileURLWithPath: mirror))
+    try ExampleInputs.pipeline(#"{"version": 1, "name": "mirror", "stages": [{"stage": "fetch"}]}"#, at: mirror)
     let page = folder + "/report.html"
     let run = try await Runner.run(["run", mirror, folder + "/in", "--output", folder + "/out", "--report", page])
     #expect(run.status == 0 && run.stderr.contains("done 1001, failed 0"), "\(run.stderr)")
@@ -95,10 +90,9 @@ struct RunnerReportTests {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let pipeline = folder + "/p.json"
-    try Data(
-      #"{"version": 1, "name": "odd \"name\" \\ here", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 32}, {"stage": "encode", "format": "png"}]}"#
-        .utf8
-    ).write(to: URL(fileURLWithPath: pipeline))
+    try ExampleInputs.pipeline(
+      #"{"version": 1, "name": "odd \"name\" \\ here", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 32}, {"stage": "encode", "format": "png"}]}"#,
+      at: pipeline)
     let file = folder + "/darkroom.prom"
     let run = try await Runner.run([
       "run", pipeline, "Examples/images/dunes.jpg", "Examples/images/rings.png", folder + "/missing.jpg", "--output",
@@ -127,13 +121,12 @@ struct RunnerReportTests {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let pipeline = folder + "/notified.json"
-    try Data(
+    try ExampleInputs.pipeline(
       """
       {"version": 1, "name": "notified", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 32},
        {"stage": "encode", "format": "png"},
        {"stage": "notify", "name": "ready", "webhook": {"url": "\(server.url("/hook"))", "retries": 0, "timeout": 5, "allowHosts": ["127.0.0.1"]}}]}
-      """.utf8
-    ).write(to: URL(fileURLWithPath: pipeline))
+      """, at: pipeline)
     let arguments = ["run", pipeline, "Examples/images/dunes.jpg", "Examples/images/rings.png", "--output", folder + "/out"]
     let lenient = try await Runner.run(arguments)
     let posted = server.requestCount("/hook")

@@ -5,17 +5,6 @@ import Testing
 /// `--skip-existing`, `--dry-run` and the progress bar, on real files through the built runner.
 @Suite("Runner resume and dry run", .serialized, .timeLimit(.minutes(5)))
 struct RunnerResumeTests {
-  /// A folder with `in/` holding copies of the example images under the given names.
-  func inputs(_ names: [(String, String)]) throws -> String {
-    let folder = try Runner.temporaryDirectory()
-    try FileManager.default.createDirectory(atPath: folder + "/in", withIntermediateDirectories: true)
-    for (name, original) in names {
-      try FileManager.default.copyItem(
-        atPath: Runner.package.path + "/Examples/images/" + original, toPath: folder + "/in/" + name)
-    }
-    return folder
-  }
-
   func modified(_ path: String) throws -> Date {
     try FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date ?? .distantPast
   }
@@ -26,7 +15,7 @@ struct RunnerResumeTests {
 
   @Test("--skip-existing runs only inputs whose outputs are missing or older; the summary counts the skipped")
   func skipExisting() async throws {
-    let folder = try inputs([("a.jpg", "dunes.jpg"), ("b.png", "rings.png"), ("c.webp", "checker.webp")])
+    let folder = try ExampleInputs.folder([("a.jpg", "dunes.jpg"), ("b.png", "rings.png"), ("c.webp", "checker.webp")])
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let arguments = ["run", "Examples/pipelines/thumbnail.json", folder + "/in", "--output", folder + "/out", "--jobs", "1"]
     let first = try await Runner.run(arguments)
@@ -54,7 +43,7 @@ struct RunnerResumeTests {
 
   @Test("--skip-existing with variants needs every variant's output; a {width} template cannot be checked, so it runs")
   func skipExistingVariantsAndSizes() async throws {
-    let folder = try inputs([("a.jpg", "dunes.jpg"), ("b.png", "rings.png")])
+    let folder = try ExampleInputs.folder([("a.jpg", "dunes.jpg"), ("b.png", "rings.png")])
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let variants = ["run", "Examples/pipelines/avatar-sizes.json", folder + "/in", "--output", folder + "/out", "--jobs", "1"]
     let first = try await Runner.run(variants)
@@ -65,10 +54,9 @@ struct RunnerResumeTests {
     #expect(FileManager.default.fileExists(atPath: folder + "/out/b-128.webp"))
 
     let sized = folder + "/sized.json"
-    try Data(
-      #"{"version": 1, "name": "sized", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 40}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "{name}-{width}.{ext}"}]}"#
-        .utf8
-    ).write(to: URL(fileURLWithPath: sized))
+    try ExampleInputs.pipeline(
+      #"{"version": 1, "name": "sized", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 40}, {"stage": "encode", "format": "png"}, {"stage": "write", "template": "{name}-{width}.{ext}"}]}"#,
+      at: sized)
     let sizedArguments = ["run", sized, folder + "/in", "--output", folder + "/sized", "--jobs", "1"]
     let made = try await Runner.run(sizedArguments)
     #expect(made.status == 0 && FileManager.default.fileExists(atPath: folder + "/sized/a-40.png"), "\(made.stderr)")
@@ -84,7 +72,7 @@ struct RunnerResumeTests {
     let webp = try Data(contentsOf: URL(fileURLWithPath: Runner.package.path + "/Examples/images/checker.webp"))
     let url = "data:image/webp;base64," + webp.base64EncodedString()
     let fetchOnly = folder + "/mirror.json"
-    try Data(#"{"version": 1, "name": "mirror", "stages": [{"stage": "fetch"}]}"#.utf8).write(to: URL(fileURLWithPath: fetchOnly))
+    try ExampleInputs.pipeline(#"{"version": 1, "name": "mirror", "stages": [{"stage": "fetch"}]}"#, at: fetchOnly)
     let arguments = ["run", fetchOnly, url, "--output", folder + "/out"]
     let first = try await Runner.run(arguments)
     #expect(first.status == 0 && first.stderr.contains("done 1, failed 0"), "\(first.stderr)")
@@ -97,7 +85,7 @@ struct RunnerResumeTests {
   @Test("--dry-run prints each output path (unknown parts as placeholders), contacts no server, writes nothing, exit 0")
   func dryRun() async throws {
     let server = try await TestHTTPServer.start(routes: ["/photo.jpg": .status(500)])
-    let folder = try inputs([("a.jpg", "dunes.jpg"), ("<b>\"x.png", "rings.png")])
+    let folder = try ExampleInputs.folder([("a.jpg", "dunes.jpg"), ("<b>\"x.png", "rings.png")])
     defer {
       try? FileManager.default.removeItem(atPath: folder)
     }
@@ -120,10 +108,9 @@ struct RunnerResumeTests {
     #expect(!FileManager.default.fileExists(atPath: folder + "/out"))
 
     let sized = folder + "/sized.json"
-    try Data(
-      #"{"version": 1, "name": "sized", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 40}, {"stage": "encode", "format": "auto"}, {"stage": "write", "template": "{name}-{width}.{ext}"}]}"#
-        .utf8
-    ).write(to: URL(fileURLWithPath: sized))
+    try ExampleInputs.pipeline(
+      #"{"version": 1, "name": "sized", "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "resize", "width": 40}, {"stage": "encode", "format": "auto"}, {"stage": "write", "template": "{name}-{width}.{ext}"}]}"#,
+      at: sized)
     let unknown = try await Runner.run(["run", sized, folder + "/in/a.jpg", "--output", folder + "/out", "--dry-run"])
     #expect(unknown.status == 0 && unknown.stdout == "\(folder)/in/a.jpg -> \(folder)/out/a-{width}.{ext}\n", "\(unknown.stdout)")
     #expect(unknown.stderr.contains("1 named by the image's size"), "\(unknown.stderr)")
@@ -131,7 +118,7 @@ struct RunnerResumeTests {
 
   @Test("the progress bar on a terminal shows the rate and an ETA")
   func progressRateAndETA() async throws {
-    let folder = try inputs([("a.jpg", "dunes.jpg"), ("b.png", "rings.png")])
+    let folder = try ExampleInputs.folder([("a.jpg", "dunes.jpg"), ("b.png", "rings.png")])
     defer { try? FileManager.default.removeItem(atPath: folder) }
     // `script` runs the runner on a pseudo-terminal, so that its stderr is a terminal.
     let command = [Runner.executable, "run", "Examples/pipelines/thumbnail.json", folder + "/in", "--output", folder + "/out"]
