@@ -22,6 +22,10 @@ struct RunCommand: AsyncParsableCommand {
       --skip-existing does not run an input whose every output exists and is not older than the \
       input; an http(s) or data: URL has no time, so an existing output counts as done; an \
       output named by {width} or {height} cannot be found, so its input is always run.
+
+      On a terminal, a progress bar shows the inputs finished, the failures, the rate \
+      (images/s) and an ETA. The summary on stderr ends with "skipped N existing" and \
+      "notifications failed N" when there are any.
       """)
 
   @OptionGroup var input: BatchInputs
@@ -72,7 +76,7 @@ struct RunCommand: AsyncParsableCommand {
   @Flag(help: "No progress bar or summary.")
   var quiet = false
 
-  @Flag(help: "Do not run an input whose every output exists and is not older than the input (see below).")
+  @Flag(help: "Do not run an input whose every output exists and is not older than the input (the rule is above).")
   var skipExisting = false
 
   @Flag(help: "Print each input's output paths (unknown parts as {width}, {height}…); run nothing, write nothing; exit 0.")
@@ -89,7 +93,7 @@ struct RunCommand: AsyncParsableCommand {
 
   @Option(
     help: ArgumentHelp(
-      "At the end, write one self-contained HTML page: a contact sheet of the outputs, the failures, the time per image, the pipeline.",
+      "At the end, write one self-contained HTML page: a contact sheet of the outputs written (200 a page), the failures, the time per image, the pipeline.",
       valueName: "file"))
   var report: String?
 
