@@ -3,7 +3,8 @@
 #   scripts/install-deps.sh           build and test dependencies (libvips-dev, libcurl4-openssl-dev,
 #                                     libsqlite3-dev for the disk cache index, zlib1g-dev for checksums,
 #                                     postgresql for the queue's tests, which start their own server,
-#                                     iproute2 for their test hosts in network namespaces)
+#                                     iproute2 for their test hosts in network namespaces, chromium
+#                                     for the runner's HTML report tests, which open it headless)
 #   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, Pillow; nginx,
 #                                     wrk and python3-venv for bench_serve.py, which puts thumbor in a venv)
 #   scripts/install-deps.sh --profile plus valgrind (scripts/link-order.sh profiles the release runner)
@@ -15,6 +16,7 @@ pkg-config --exists sqlite3 2>/dev/null || packages+=(libsqlite3-dev)
 pkg-config --exists zlib 2>/dev/null || packages+=(zlib1g-dev)
 command -v pkg-config >/dev/null || packages+=(pkg-config)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || packages+=(postgresql)
+command -v chromium >/dev/null || packages+=(chromium)
 [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || [ -x /usr/bin/ip ] || [ -x /bin/ip ] || packages+=(iproute2)
 if [ "${1:-}" = "--profile" ]; then
   command -v valgrind >/dev/null || packages+=(valgrind)

@@ -22,45 +22,8 @@ struct BatchRunner {
   let stageTimeouts: [String: Duration]
   let emitEvents: Bool
   let showProgress: Bool
-
-  struct Report {
-    var done = 0
-    var failed = 0
-    /// Images cancelled by a stopping signal (not counted as failed).
-    var cancelled = 0
-    /// Sources never started because a signal stopped the batch.
-    var notStarted = 0
-    var durations: [Double] = []
-    var elapsed: Double = 0
-
-    var summary: String {
-      let sorted = durations.sorted()
-      func percentile(_ p: Double) -> String {
-        guard !sorted.isEmpty else { return "-" }
-        let index = min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))
-        return String(format: "%.1f ms", sorted[index])
-      }
-      // The rate of images made: failures (a missing file fails in microseconds) would inflate it.
-      let rate = elapsed > 0 ? Double(done) / elapsed : 0
-      let stopped =
-        (cancelled > 0 ? ", cancelled \(cancelled)" : "") + (notStarted > 0 ? ", not started \(notStarted)" : "")
-      let line = String(
-        format: "done %d, failed %d%@, %.1f images/s, per image p50 %@, p95 %@, total %.2f s", done, failed, stopped, rate,
-        percentile(0.5), percentile(0.95), elapsed)
-      return line + (Self.peakResidentMegabytes.map { ", peak RSS \($0) MB" } ?? "")
-    }
-
-    /// This process's peak resident memory (`VmHWM` in /proc/self/status), in MB. Unlike
-    /// `ru_maxrss` seen by a parent, it starts afresh at exec, so it is the runner's own.
-    static var peakResidentMegabytes: Int? {
-      guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
-      for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-        let kilobytes = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }
-        return kilobytes.map { ($0 + 512) / 1024 }
-      }
-      return nil
-    }
-  }
+  /// Whether each output and failure is kept in the report (`--report`).
+  var recordsOutputs = false
 
   /// Runs every source; with `signals`, a first signal starts nothing new and a second cancels what
   /// is in flight (the report counts what did not start).
@@ -134,17 +97,46 @@ struct BatchRunner {
     } onCancel: {
       for operation in operations { operation.cancel() }
     }
-    let snapshot = tally.record(outcome, milliseconds: (clock.now - begin).milliseconds)
+    let milliseconds = (clock.now - begin).milliseconds
+    if recordsOutputs { await record(operations, of: source, milliseconds: milliseconds, in: tally) }
+    let snapshot = tally.record(outcome, milliseconds: milliseconds)
     if case .failure(let error) = outcome, error.code != .cancelled, !emitEvents {
       if showProgress { Terminal.status("") }
       Terminal.error("failed: \(Terminal.printable(source.description)): \(error.code): \(Terminal.printable(error.message))")
     }
-    if showProgress { Terminal.status(progressLine(snapshot, total: total)) }
+    if showProgress { Terminal.status(Self.progressLine(snapshot, total: total, seconds: tally.elapsedSeconds)) }
+  }
+
+  /// Keeps what each variant of `source` wrote (path, size, format, bytes) or why it failed.
+  private func record(
+    _ operations: [PipelineOperation<any Sendable>], of source: ImageSource, milliseconds: Double, in tally: Tally
+  ) async {
+    for (index, operation) in operations.enumerated() {
+      let variant = variants[index].name
+      switch await operation.result {
+      case .success(let value):
+        guard let summary = (value as? any SummarizableOutput)?.outputSummary, let path = summary.path else { continue }
+        tally.add(
+          RunReport.Output(
+            source: source.description, variant: variant, path: path, width: summary.width, height: summary.height,
+            format: summary.format, bytes: summary.bytes, milliseconds: (milliseconds * 100).rounded() / 100))
+      case .failure(let error) where error.code != .cancelled:
+        tally.add(
+          RunReport.Failure(
+            source: source.description, variant: variant, code: "\(error.code)", message: error.message, stage: error.stageKind))
+      case .failure:
+        continue
+      }
+    }
   }
 
   /// Counts outcomes from concurrent tasks.
   final class Tally: Sendable {
     private let state = Protected(Report())
+    private let started = ContinuousClock.now
+
+    /// Seconds since the tally was made (the batch's start).
+    var elapsedSeconds: Double { (ContinuousClock.now - started).milliseconds / 1000 }
 
     var finishedCount: Int { state.withLock { $0.done + $0.failed + $0.cancelled } }
     var report: Report { state.value }
@@ -164,13 +156,8 @@ struct BatchRunner {
     }
 
     func setNotStarted(_ count: Int) { state.withLock { $0.notStarted = count } }
-  }
 
-  private func progressLine(_ report: (done: Int, failed: Int), total: Int) -> String {
-    let finished = report.done + report.failed
-    let width = 30
-    let filled = total > 0 ? width * finished / total : width
-    let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
-    return "\(bar) \(finished)/\(total)  failed \(report.failed)"
+    func add(_ output: RunReport.Output) { state.withLock { $0.outputs.append(output) } }
+    func add(_ failure: RunReport.Failure) { state.withLock { $0.failures.append(failure) } }
   }
 }

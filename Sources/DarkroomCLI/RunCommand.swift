@@ -10,9 +10,22 @@ struct RunCommand: AsyncParsableCommand {
     discussion: """
       Outputs are written by the pipeline's "write" stage, or, when the pipeline ends with \
       "encode", into --output as {name}.{ext}. Exit status 0 when every input succeeded, 1 when \
-      any failed, 2 when the pipeline file is invalid, 64 when the command line or the input list \
+      any failed (or, with --strict-notify, a notification failed, or the --report or --metrics \
+      file could not be written), 2 when the pipeline file is invalid, 64 when the command line or the input list \
       is, 75 when an image table of the pipeline is locked by another process, 130 or 143 when \
       stopped by SIGINT or SIGTERM.
+
+      An output's path is known before the run from its template: {name}, {variant} and \
+      {pipeline} always, {ext} and {format} when the encode stage has a fixed format (else any \
+      of the formats it may write), {width} and {height} never (they come from the image). \
+      --dry-run prints each input's outputs (unknown parts as placeholders) and runs nothing. \
+      --skip-existing does not run an input whose every output exists and is not older than the \
+      input; an http(s) or data: URL has no time, so an existing output counts as done; an \
+      output named by {width} or {height} cannot be found, so its input is always run.
+
+      On a terminal, a progress bar shows the inputs finished, the failures, the rate \
+      (images/s) and an ETA. The summary on stderr ends with "skipped N existing" and \
+      "notifications failed N" when there are any.
       """)
 
   @OptionGroup var input: BatchInputs
@@ -63,6 +76,27 @@ struct RunCommand: AsyncParsableCommand {
   @Flag(help: "No progress bar or summary.")
   var quiet = false
 
+  @Flag(help: "Do not run an input whose every output exists and is not older than the input (the rule is above).")
+  var skipExisting = false
+
+  @Flag(help: "Print each input's output paths (unknown parts as {width}, {height}…); run nothing, write nothing; exit 0.")
+  var dryRun = false
+
+  @Flag(help: "Fail the run (exit 1) when a notify stage's sink fails to deliver a notification (after its retries).")
+  var strictNotify = false
+
+  @Option(
+    help: ArgumentHelp(
+      "At the end, write Prometheus text metrics of the run to FILE (atomically, for node_exporter's textfile collector).",
+      valueName: "file"))
+  var metrics: String?
+
+  @Option(
+    help: ArgumentHelp(
+      "At the end, write one self-contained HTML page: a contact sheet of the outputs written (200 a page), the failures, the time per image, the pipeline.",
+      valueName: "file"))
+  var report: String?
+
   @OptionGroup(title: "Shared queue (several machines)") var queue: QueueOptions
 
   @Option(help: "With --queue: the batch's name (default: the pipeline's name and a digest of the pipeline and inputs).")
@@ -90,6 +124,7 @@ struct RunCommand: AsyncParsableCommand {
       throw ValidationError("--timeout takes seconds from 0.000001 to 86400 (a day), got \(timeout)")
     }
     _ = try parsedStageTimeouts()
+    try validateRunFiles()
   }
 
   static func check(_ name: String, _ value: Int, _ range: ClosedRange<Int>) throws {
@@ -149,6 +184,7 @@ struct RunCommand: AsyncParsableCommand {
   /// the run in order, with the summary.
   func run(signals: StopSignals) async throws {
     if queue.queue != nil { return try await runQueued(signals: signals) }
+    if dryRun { return try await runDry(signals: signals) }
     // Every writer of the run records which input has which file: a template that maps two
     // inputs onto one file fails the second instead of overwriting the first.
     let claims = OutputClaims()
@@ -180,10 +216,12 @@ struct RunCommand: AsyncParsableCommand {
     Self.reportSkipped(expanded.skipped, quiet: quiet, verbose: verbose)
     // Counted here, so that the expansion (every input once more) is not kept alive for the run.
     let problemCount = expanded.problems.count
+    let problemFailures = report == nil ? [] : expanded.problems.map(RunReport.Failure.init)
     let graphs = try Self.finalGraphs(set, output: output, noFusion: noFusion, claims: claims)
     try Self.checkStageTimeouts(try parsedStageTimeouts(), against: graphs.map(\.0))
     let (distinct, repeated) = OutputNaming.distinct(expanded.sources)
     let sources = OutputNaming.disambiguated(distinct, patterns: OutputPattern.all(in: graphs))
+    let planned = try await skippingExisting(sources, graphs: graphs)
     if repeated > 0, !quiet {
       Terminal.error("note: \(repeated) input\(repeated == 1 ? " was" : "s were") given more than once; each is run once")
     }
@@ -212,25 +250,33 @@ struct RunCommand: AsyncParsableCommand {
     }
     // The curl loop (and OpenSSL) start only when something is to be downloaded.
     if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
-    let runner = BatchRunner(
+    var runner = BatchRunner(
       variants: variants, jobs: cpuJobs, fetchConcurrency: fetchConcurrency, inFlight: cpuJobs + (remote ? fetchConcurrency : 0),
       timeout: Bounds.duration(timeout), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
     // cancelled; the summary says what was done, failed, cancelled and not started.
-    var report = await runner.run(sources, signals: signals)
+    runner.recordsOutputs = self.report != nil
+    var report = await runner.run(planned.run, signals: signals)
     report.failed += problemCount
+    report.skipped = planned.skipped
+    report.failures += problemFailures
+    let notifiers = resources.notifiers
     if let status = signals.exitStatus {
       AtomicFile.removeTemporaries()
       if !signals.cancelRequested { await resources.close() }
+      report.notificationsFailed = Self.failedNotifications(notifiers, quiet: quiet)
+      _ = await writeRunFiles(report, pipeline: set, thumbnails: !signals.cancelRequested, jobs: cpuJobs)
       if !quiet { Terminal.error(report.summary) }
       throw ExitCode(status)
     }
     signals.stop()
     // Notify stages' sinks deliver what they still hold (a webhook's retries) before exiting.
     await resources.close()
+    report.notificationsFailed = Self.failedNotifications(notifiers, quiet: quiet)
+    let written = await writeRunFiles(report, pipeline: set, thumbnails: true, jobs: cpuJobs)
     if !quiet { Terminal.error(report.summary) }
-    if report.failed > 0 { throw ExitStatus.inputsFailed }
+    if report.failed > 0 || !written || (strictNotify && report.notificationsFailed > 0) { throw ExitStatus.inputsFailed }
   }
 
   /// Each variant's graph as it runs. A pipeline ending with "encode" (or only fetching) gets a
