@@ -110,6 +110,7 @@ bench: release
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_memory.py $(CURDIR)/.build/release/darkroom
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_serve.py $(CURDIR)/.build/release/darkroom
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_queue.py $(CURDIR)/.build/release/darkroom
+	-python3 scripts/bench_animation.py $(CURDIR)/.build/release/darkroom
 
 ## validate: the SwiftPM command plugin checks every pipeline file of the package
 validate: deps

@@ -5,7 +5,7 @@
 #                                     postgresql for the queue's tests, which start their own server,
 #                                     iproute2 for their test hosts in network namespaces, chromium
 #                                     for the runner's HTML report tests, which open it headless)
-#   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, Pillow; nginx,
+#   scripts/install-deps.sh --bench   plus the benchmark peers (libvips-tools, imagemagick, gifsicle, Pillow; nginx,
 #                                     wrk and python3-venv for bench_serve.py, which puts thumbor in a venv)
 #   scripts/install-deps.sh --profile plus valgrind (scripts/link-order.sh profiles the release runner)
 set -euo pipefail
@@ -27,6 +27,7 @@ if [ "${1:-}" = "--bench" ]; then
   command -v nginx >/dev/null || packages+=(nginx-light)
   command -v curl >/dev/null || packages+=(curl)
   command -v wrk >/dev/null || packages+=(wrk)
+  command -v gifsicle >/dev/null || packages+=(gifsicle)
   python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
 fi
 if [ ${#packages[@]} -gt 0 ]; then

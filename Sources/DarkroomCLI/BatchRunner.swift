@@ -115,7 +115,7 @@ struct BatchRunner {
       let variant = variants[index].name
       switch await operation.result {
       case .success(let value):
-        guard let summary = (value as? any SummarizableOutput)?.outputSummary, let path = summary.path else { continue }
+        guard let summary = outputSummary(of: value), let path = summary.path else { continue }
         tally.add(
           RunReport.Output(
             source: source.description, variant: variant, path: path, width: summary.width, height: summary.height,
