@@ -391,6 +391,18 @@ int dr_frame_delays(VipsImage *in, int *delays, int max) {
   return count;
 }
 
+int dr_with_own_delays(VipsImage *in, VipsImage **out) {
+  if (vips_copy(in, out, NULL)) return -1;
+  int *array = NULL, count = 0;
+  if (vips_image_get_typeof(*out, "delay") && !vips_image_get_array_int(*out, "delay", &array, &count) && array && count > 0) {
+    int *copy = g_new(int, count);
+    memcpy(copy, array, sizeof(int) * (size_t)count);
+    vips_image_set_array_int(*out, "delay", copy, count);
+    g_free(copy);
+  }
+  return 0;
+}
+
 int dr_loop_count(VipsImage *in) {
   int value = 0;
   if (vips_image_get_typeof(in, "loop") == 0 || vips_image_get_int(in, "loop", &value)) return -1;

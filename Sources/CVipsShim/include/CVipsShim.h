@@ -131,6 +131,9 @@ int dr_frame(VipsImage *in, int index, int page_height, VipsImage **out);
 int dr_join_frames(VipsImage **frames, int n, VipsImage **out);
 // The frame delays in ms: at most `max` into `delays`, how many the image has returned (0: none).
 int dr_frame_delays(VipsImage *in, int *delays, int max);
+// A copy of `in` whose delay array is its own: libvips' WebP saver rewrites the array in place,
+// and variants share one decode.
+int dr_with_own_delays(VipsImage *in, VipsImage **out);
 // The loop count (0: for ever), or -1 when the image has none.
 int dr_loop_count(VipsImage *in);
 

@@ -87,6 +87,13 @@ public final class ImageTableStore: CacheStore {
     }
     let format = table.format
     let image = decoded.image
+    guard !image.isAnimated else {
+      // A table entry is one picture: the frames would come back as one tall still image.
+      throw PipelineError(
+        .cacheFailed,
+        "the table \"\(format.name)\" holds still images; this animation has \(image.frameCount) frames, so it is not stored "
+          + "(cache animations in a memory or disk store)")
+    }
     guard image.isEightBit, image.bands == format.layout.bands else {
       throw PipelineError(
         .cacheFailed,

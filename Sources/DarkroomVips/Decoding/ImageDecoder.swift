@@ -235,7 +235,7 @@ public struct ImageDecoder: Stage {
       }
     }
     if convertToSRGB { image = try image.convertedToSRGB() }
-    if rotate, autoRotate {
+    if rotate, autoRotate, image.orientation != 1 {
       image = try image.framewise("turning upright") { frame throws(PipelineError) in
         try ImageDecoder.upright(frame, materialized: lenient)
       }

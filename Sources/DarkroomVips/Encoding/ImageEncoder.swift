@@ -85,7 +85,10 @@ public struct ImageEncoder: Stage {
     // GIF and WebP keep an animation's frames, delays and loop count; the other formats hold one
     // image: the first frame.
     switch concrete {
-    case .gif, .webp: break
+    case .gif, .webp:
+      // The saver may rewrite the delays in place (WebP's does): on a copy of their own, so that
+      // variants sharing this decode do not see it.
+      if image.isAnimated { image = try image.derive("copying the frame delays") { dr_with_own_delays($0, $1) } }
     default: image = try image.firstFrame()
     }
     var buffer: UnsafeMutableRawPointer?
