@@ -103,6 +103,11 @@ struct CAFileRefusalTests {
       ([0x30, 0x82, 0x01, 0x0a, 0x00, 0xff], "looks like a DER (binary) certificate"),
       (Array("-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n".utf8), "is not base64 of a DER certificate"),
       (Array("-----BEGIN CERTIFICATE-----\nMIIB\n".utf8), "has no -----END CERTIFICATE----- line"),
+      // Base64 of DER that is not a certificate's outline: an empty sequence, one holding an
+      // integer, one whose length runs past the end.
+      (Array("-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n".utf8), "is not base64 of a DER certificate"),
+      (Array("-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n".utf8), "is not base64 of a DER certificate"),
+      (Array("-----BEGIN CERTIFICATE-----\nMIL/MAA=\n-----END CERTIFICATE-----\n".utf8), "is not base64 of a DER certificate"),
       (Array("-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n".utf8), "holds a private key"),
       ([], "holds no PEM certificate"),
     ]

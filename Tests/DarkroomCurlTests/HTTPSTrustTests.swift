@@ -18,6 +18,10 @@ struct HTTPSTrustTests {
       let fetched = try await tls.fetch(server.url("/a"), options: options).get()
       #expect(fetched.bytes.data == Data(Self.body))
       #expect(server.requests.map(\.httpVersion) == ["HTTP/2"])
+      // Another trust setting is another configuration (stage identifiers, cache keys).
+      let digest = try #require(options.trustedCertificates?.digest)
+      #expect(options.identifier.contains(",ca=\(digest)"))
+      #expect(!tls.options(trusting: nil).identifier.contains(",ca="))
     }
   }
 

@@ -25,6 +25,10 @@ public struct TrustedCertificates: Sendable, Hashable {
   public let count: Int
   /// Where they were read from (`caFile certs/ca.pem`), for messages.
   public var origin: String
+  /// The first 16 hex digits of the SHA-256 of ``pem``: for stage identifiers (a `fetch` that
+  /// trusts other authorities is another configuration). Computed once: identifiers are asked for
+  /// often.
+  public let digest: String
 
   /// The most bytes a CA file may have, and the most PEM text the certificates of one `fetch`
   /// stage may take together (a system bundle of about 140 authorities is about 220 KB).
@@ -50,7 +54,7 @@ public struct TrustedCertificates: Sendable, Hashable {
     for block in try PEMBlocks.parse(text, origin: origin) {
       switch block.label {
       case "CERTIFICATE", "TRUSTED CERTIFICATE":
-        guard let der = Data(base64Encoded: block.body, options: .ignoreUnknownCharacters), der.first == 0x30 else {
+        guard let der = Data(base64Encoded: block.body, options: .ignoreUnknownCharacters), Self.isCertificateShaped(der) else {
           throw PipelineError(
             .invalidInput, "\(origin): certificate \(blocks.count + 1) is not base64 of a DER certificate; the file is damaged")
         }
@@ -74,6 +78,23 @@ public struct TrustedCertificates: Sendable, Hashable {
     }
     pem = Array(blocks.joined().utf8)
     count = blocks.count
+    digest = SHA256.hash(data: pem).prefix(8).map { String(format: "%02x", $0) }.joined()
+  }
+
+  /// Whether `der` is one DER sequence that spans it exactly and starts with another sequence (a
+  /// certificate's `tbsCertificate`): the outline of an X.509 certificate, not a proof of one.
+  static func isCertificateShaped(_ der: Data) -> Bool {
+    let bytes = [UInt8](der)
+    guard bytes.count >= 4, bytes[0] == 0x30 else { return false }
+    var length = Int(bytes[1])
+    var header = 2
+    if length >= 0x80 {
+      let count = length & 0x7f
+      guard (1...3).contains(count), bytes.count >= 2 + count else { return false }
+      length = bytes[2..<(2 + count)].reduce(0) { $0 << 8 | Int($1) }
+      header += count
+    }
+    return length > 0 && header + length == bytes.count && bytes[header] == 0x30
   }
 
   /// Both sets of authorities in one (a `fetch` stage with `caFile` and `caPath`), bounded like one.
@@ -81,11 +102,6 @@ public struct TrustedCertificates: Sendable, Hashable {
     try TrustedCertificates(pem: pem + other.pem, origin: "\(origin) and \(other.origin)")
   }
 
-  /// The first 16 hex digits of the SHA-256 of ``pem``: for stage identifiers (a `fetch` that
-  /// trusts other authorities is another configuration).
-  public var digest: String {
-    SHA256.hash(data: pem).prefix(8).map { String(format: "%02x", $0) }.joined()
-  }
 }
 
 /// The blocks of PEM text (`-----BEGIN LABEL-----` … `-----END LABEL-----`).
