@@ -88,7 +88,13 @@ package struct FileTransport: FetchTransport {
     let descriptor: Int32
     let resolved: String
     if roots.isEmpty {
-      // No confinement: any path the process can read, symlinks followed.
+      // No confinement: any path the process can read, symlinks followed. A path that is not a
+      // regular file is refused before it is opened: opening some devices does something
+      // (a watchdog starts counting). The check after the open stays: the path may change between.
+      var before = stat()
+      if stat(path, &before) == 0, before.st_mode & S_IFMT != S_IFREG {
+        throw notRegular(path, mode: before.st_mode, wanted: wanted, shown: shown)
+      }
       descriptor = open(path, readFlags)
       guard descriptor >= 0 else { throw openError(path, shown: shown) }
       resolved = realPath("/proc/self/fd/\(descriptor)") ?? path
@@ -103,12 +109,17 @@ package struct FileTransport: FetchTransport {
     }
     guard status.st_mode & S_IFMT == S_IFREG else {
       close(descriptor)
-      let what = status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
-      throw PipelineError(.invalidInput, "\(path) is \(what); give \(wanted)", source: shown)
+      throw notRegular(path, mode: status.st_mode, wanted: wanted, shown: shown)
     }
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
     let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
     return OpenedFile(descriptor: descriptor, resolved: resolved, size: Int(status.st_size), modified: modified)
+  }
+
+  /// The error for a path that is a directory, FIFO, device or socket where `wanted` was expected.
+  static func notRegular(_ path: String, mode: mode_t, wanted: String, shown: String) -> PipelineError {
+    let what = mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
+    return PipelineError(.invalidInput, "\(path) is \(what); give \(wanted)", source: shown)
   }
 
   /// Reads the whole of an opened file into a new buffer (the caller owns it), at most `limit`

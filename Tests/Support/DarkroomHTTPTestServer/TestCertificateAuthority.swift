@@ -49,7 +49,7 @@ public struct TestCertificateAuthority: Sendable {
       Critical(KeyUsage(digitalSignature: true))
       try ExtendedKeyUsage([.serverAuth])
       SubjectAlternativeNames(names)
-      AuthorityKeyIdentifier(keyIdentifier: try SubjectKeyIdentifier(hash: Certificate.PublicKey(key.publicKey)).keyIdentifier)
+      AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: Certificate.PublicKey(key.publicKey)).keyIdentifier)
     }
     let certificate = try Certificate(
       version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: Certificate.PublicKey(serverKey.publicKey),
