@@ -128,7 +128,7 @@ final class CurlTransfer: @unchecked Sendable {
   /// file and directory (Debian's libcurl has both) are switched off, so that the system's store
   /// is not trusted besides. libcurl reuses a connection or TLS session only for a transfer with
   /// the same CA settings, blob included.
-  private func trust(_ authorities: TrustedCertificates) {
+  func trust(_ authorities: TrustedCertificates) {
     _ = authorities.pem.withUnsafeBytes { dr_setopt_blob(easy, CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
     _ = dr_setopt_string(easy, CURLOPT_CAINFO, nil)
     _ = dr_setopt_string(easy, CURLOPT_CAPATH, nil)

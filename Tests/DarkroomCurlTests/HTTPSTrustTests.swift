@@ -1,7 +1,11 @@
+import CCurl
+import CCurlShim
 import Darkroom
 import DarkroomHTTPTestServer
 import Foundation
 import Testing
+
+@testable import DarkroomCurl
 
 /// HTTPS against a real TLS server on 127.0.0.1 whose certificate a test authority issued: the
 /// authority is trusted only where `caFile` or `caPath` names it.
@@ -22,6 +26,27 @@ struct HTTPSTrustTests {
       let digest = try #require(options.trustedCertificates?.digest)
       #expect(options.identifier.contains(",ca=\(digest)"))
       #expect(!tls.options(trusting: nil).identifier.contains(",ca="))
+    }
+  }
+
+  @Test("trusted authorities replace a CA directory set before them (libcurl's built-in one, on Debian)")
+  func caDirectorySetBeforeIsSwitchedOff() async throws {
+    try await TLSFixtures.withServer(routes: routes) { tls, server in
+      // A hashed directory holding the test authority, as OpenSSL looks certificates up in it.
+      try tls.write(tls.authority.certificatePEM, to: "system/" + tls.authority.hashedName)
+      let other = try TestCertificateAuthority(name: "Another CA")
+      let otherAuthority = try TrustedCertificates(pem: Array(other.certificatePEM.utf8), origin: "other")
+      func perform(trusting authorities: TrustedCertificates?) async throws -> CURLcode {
+        let transfer = try #require(
+          CurlTransfer(url: server.url("/a"), options: tls.options(trusting: nil), conditional: [:], progress: nil))
+        // Stands for the directory libcurl was built with (a default, set before anything else).
+        _ = dr_setopt_string(transfer.easy, CURLOPT_CAPATH, tls.path("system"))
+        if let authorities { transfer.trust(authorities) }
+        return await CurlMultiLoop.shared.perform(transfer).code
+      }
+      #expect(try await perform(trusting: nil) == CURLE_OK)  // the directory alone is trusted
+      #expect(try await perform(trusting: otherAuthority) == CURLE_PEER_FAILED_VERIFICATION)
+      #expect(server.requests.count == 1)
     }
   }
 
@@ -92,9 +117,9 @@ struct HTTPSTrustTests {
     try await TLSFixtures.withServer(routes: routes) { tls, server in
       let directory = tls.path("hashed")
       try tls.write("not a certificate: never read", to: "hashed/readme.pem")
-      // The usual shape: `<hash>.0` links to the PEM file (made by `openssl rehash`); Darkroom reads
-      // every such name, so the name need not be the subject's real hash.
-      try FileManager.default.createSymbolicLink(atPath: directory + "/5d2f6a1b.0", withDestinationPath: "../ca.pem")
+      // The usual shape: `<subject hash>.0` links to the PEM file (as `openssl rehash` makes it).
+      try FileManager.default.createSymbolicLink(
+        atPath: directory + "/" + tls.authority.hashedName, withDestinationPath: "../ca.pem")
       let other = try TestCertificateAuthority(name: "Another CA")
       try tls.write(other.certificatePEM, to: "hashed/0c4e9a77.0")
       let authorities = try TrustedCertificates.directory(directory, roots: [tls.folder.path])
