@@ -61,6 +61,8 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
   private var generator: Generator?
   private var epoch = 0
   private var isClosed = false
+  /// The registry's waiter of a held ``TestResponse/gathered(count:within:then:)`` request.
+  private var waiter: (path: String, id: Int)?
 
   init(registry: RequestRegistry, connection: Int) {
     self.registry = registry
@@ -116,6 +118,9 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
   }
 
   private func tearDown() {
+    // A request held back that will never be answered must not count towards the next group.
+    if let waiter { registry.leave(waiter.path, waiter: waiter.id) }
+    waiter = nil
     isClosed = true
     epoch &+= 1
     timer?.cancel()
@@ -237,6 +242,7 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         let (handler, context) = bound.value
         guard handler.epoch == currentEpoch, !handler.isClosed else { return }
         handler.epoch &+= 1  // the other way out (release or timer) finds a stale epoch
+        handler.waiter = nil
         handler.timer?.cancel()
         handler.timer = nil
         handler.respond(with: then, extraHeaders: extraHeaders, to: exchange, context: context)
@@ -244,6 +250,7 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
     let path = exchange.head.uri
     let waiter = registry.gather(path, count: count, release: proceed)
+    self.waiter = (path, waiter)
     let registry = self.registry
     timer = loop.assumeIsolated().scheduleTask(in: TimeAmount(within)) {
       registry.leave(path, waiter: waiter)
