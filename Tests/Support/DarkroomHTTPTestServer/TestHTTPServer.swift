@@ -4,7 +4,9 @@ import NIOHTTP1
 import NIOPosix
 
 /// A real HTTP/1.1 server on `127.0.0.1` for tests of HTTP clients: it serves fixed bytes, misbehaves on
-/// demand (see ``TestResponse``) and records every request it receives.
+/// demand (see ``TestResponse``) and records every request it receives. Started with ``TestTLSOptions``
+/// it speaks HTTPS instead, HTTP/2 or HTTP/1.1 as ALPN decides (each HTTP/2 stream is answered like a
+/// request of its own; ``RecordedRequest/httpVersion`` tells which).
 ///
 /// It runs on its own single-threaded SwiftNIO event loop group, accepts any number of concurrent and
 /// kept-alive connections (pipelined requests are answered in order) and never blocks a thread: every delay
