@@ -32,6 +32,10 @@ let package = Package(
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    // Test support only (issue 17): the TLS and HTTP/2 loopback server and its in-process certificates.
+    .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+    .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+    .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
   ],
   targets: [
     .systemLibrary(
@@ -122,6 +126,10 @@ let package = Package(
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+        .product(name: "X509", package: "swift-certificates"),
+        .product(name: "Crypto", package: "swift-crypto"),
       ],
       path: "Tests/Support/DarkroomHTTPTestServer",
       swiftSettings: strict

@@ -16,6 +16,10 @@ CURLcode dr_setopt_long(CURL *easy, CURLoption option, long value) { return curl
 CURLcode dr_setopt_off(CURL *easy, CURLoption option, curl_off_t value) { return curl_easy_setopt(easy, option, value); }
 CURLcode dr_setopt_string(CURL *easy, CURLoption option, const char *value) { return curl_easy_setopt(easy, option, value); }
 CURLcode dr_setopt_pointer(CURL *easy, CURLoption option, void *value) { return curl_easy_setopt(easy, option, value); }
+CURLcode dr_setopt_blob(CURL *easy, CURLoption option, const void *bytes, size_t count) {
+  struct curl_blob blob = {(void *)bytes, count, CURL_BLOB_COPY};
+  return curl_easy_setopt(easy, option, &blob);
+}
 
 CURLcode dr_set_write_callback(CURL *easy, dr_data_callback callback, void *user) {
   CURLcode code = curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, callback);

@@ -33,11 +33,11 @@ public enum Darkroom {
         "Reads the source: a local path or file:// URL (confined to `root`), an http(s) URL through libcurl (bounded, SSRF-guarded), or a data: URL.",
       options: FetchOptions.self
     ) { options, context in
-      // The file's root narrows the runner's: a path must be inside both.
-      Fetcher(
-        maxBytes: options.maxBytes, roots: [options.root, context.allowedRoot].compactMap { $0 },
-        allowedSchemes: options.allowSchemes.map(Set.init),
-        transports: Fetcher.builtInTransports + [HTTPTransport(options: options.httpOptions)])
+      // The file's root narrows the runner's: a path must be inside both (CA files too).
+      let roots = [options.root, context.allowedRoot].compactMap { $0 }
+      return Fetcher(
+        maxBytes: options.maxBytes, roots: roots, allowedSchemes: options.allowSchemes.map(Set.init),
+        transports: Fetcher.builtInTransports + [HTTPTransport(options: try options.httpOptions(roots: roots))])
     }
     registry.register(
       "decode", summary: "Decodes JPEG, PNG, GIF, WebP, TIFF or HEIF/AVIF bytes (sniffed, trusted loaders only) into an image.",

@@ -24,6 +24,8 @@ final class CurlMultiLoop: @unchecked Sendable {
   }
   private let queued = Protected(Queued())
   private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+  /// Which origins speak HTTP/2, for CURLOPT_PIPEWAIT (the loop thread's alone).
+  private var origins = OriginProtocols()
 
   private init() {
     _ = try? Curl.initialize()
@@ -103,7 +105,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         for transfer in added {
           if transfer.isCancelled {
             finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
-          } else if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
+          } else if start(transfer, on: multi) {
             active[transfer.easy] = transfer
           } else {
             finish(transfer, transfer.outcome(code: CURLE_FAILED_INIT))
@@ -125,10 +127,22 @@ final class CurlMultiLoop: @unchecked Sendable {
       while dr_multi_next_done(multi, &easy, &code) == 1 {
         guard let easy, let transfer = active.removeValue(forKey: easy) else { continue }
         curl_multi_remove_handle(multi, easy)
-        finish(transfer, transfer.outcome(code: code))
+        let outcome = transfer.outcome(code: code)
+        if let effective = outcome.effectiveURL { origins.record(effective, httpVersion: outcome.httpVersion) }
+        finish(transfer, outcome)
       }
       resumeReady()
       curl_multi_poll(multi, nil, 0, 1000, nil)
     }
+  }
+}
+
+extension CurlMultiLoop {
+  /// Adds a transfer to the multi handle, waiting for a multiplexed connection only where the
+  /// origin speaks (or may speak) HTTP/2; false when libcurl refuses it.
+  fileprivate func start(_ transfer: CurlTransfer, on multi: UnsafeMutableRawPointer) -> Bool {
+    let waits = origins.waitsForMultiplexing(transfer.url)
+    _ = dr_setopt_long(transfer.easy, CURLOPT_PIPEWAIT, waits ? 1 : 0)
+    return curl_multi_add_handle(multi, transfer.easy) == CURLM_OK
   }
 }

@@ -93,7 +93,8 @@ final class CurlTransfer: @unchecked Sendable {
     _ = dr_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
     _ = dr_setopt_string(easy, CURLOPT_USERAGENT, options.userAgent)
     _ = dr_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-    _ = dr_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+    // CURLOPT_PIPEWAIT is set by the multi loop when the transfer starts (OriginProtocols).
+    if let authorities = options.trustedCertificates { trust(authorities) }
     // No proxies from the environment: the SSRF guard checks the addresses connected to, which
     // with a proxy would be the proxy's, not the destination's.
     _ = dr_setopt_string(easy, CURLOPT_PROXY, "")
@@ -121,6 +122,16 @@ final class CurlTransfer: @unchecked Sendable {
     // Every hop connects afresh (no pooled connection to another host), so that the host check
     // in the socket callback sees each one.
     if headerHost != nil { _ = dr_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
+  }
+
+  /// Trusts `authorities` alone: libcurl copies the PEM (CURLOPT_CAINFO_BLOB), and its built-in CA
+  /// file and directory (Debian's libcurl has both) are switched off, so that the system's store
+  /// is not trusted besides. libcurl reuses a connection or TLS session only for a transfer with
+  /// the same CA settings, blob included.
+  func trust(_ authorities: TrustedCertificates) {
+    _ = authorities.pem.withUnsafeBytes { dr_setopt_blob(easy, CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
+    _ = dr_setopt_string(easy, CURLOPT_CAINFO, nil)
+    _ = dr_setopt_string(easy, CURLOPT_CAPATH, nil)
   }
 
   fileprivate func append(_ data: UnsafeRawBufferPointer) -> Bool {
@@ -203,6 +214,9 @@ struct CurlOutcome: Sendable {
   var headersTooLarge = false
   /// Whether a connection to the server was made (a timeout before it is a connect timeout).
   var connected = true
+  /// The HTTP version of the last response (`CURLINFO_HTTP_VERSION`: `CURL_HTTP_VERSION_1_1`…),
+  /// 0 when none arrived.
+  var httpVersion = 0
 }
 
 extension CurlTransfer {
@@ -218,10 +232,12 @@ extension CurlTransfer {
     let oversizedHeader = code == CURLE_OUT_OF_MEMORY && headerBytes > 0 && body.count == 0
     var connectMicroseconds: curl_off_t = 0
     let connected = dr_getinfo_off(easy, CURLINFO_CONNECT_TIME_T, &connectMicroseconds) != CURLE_OK || connectMicroseconds > 0
+    var httpVersion = 0
+    _ = dr_getinfo_long(easy, CURLINFO_HTTP_VERSION, &httpVersion)
     return CurlOutcome(
       code: code, status: status, headers: headers, body: body.take(), errorText: errorText, effectiveURL: effective,
       exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled, headersWithheld: headersWithheld,
-      headersTooLarge: headersTooLarge || oversizedHeader, connected: connected)
+      headersTooLarge: headersTooLarge || oversizedHeader, connected: connected, httpVersion: httpVersion)
   }
 }
 

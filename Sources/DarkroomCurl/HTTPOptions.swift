@@ -33,6 +33,13 @@ public struct HTTPOptions: Sendable, Hashable {
   public var retryBaseDelay: Duration = .milliseconds(200)
   /// Hosts and address ranges (CIDR) the SSRF guard lets through although they are not public.
   public var allowHosts: [String] = []
+  /// The certificate authorities HTTPS transfers trust, instead of the system's store; `nil`
+  /// trusts the system's store (libcurl's default CA file and directory).
+  ///
+  /// ```swift
+  /// options.trustedCertificates = try TrustedCertificates.file("ca.pem", roots: [])
+  /// ```
+  public var trustedCertificates: TrustedCertificates?
 
   public init() {}
 
@@ -47,7 +54,8 @@ public struct HTTPOptions: Sendable, Hashable {
   public var identifier: String {
     "http(timeout=\(timeout),connect=\(connectTimeout),lowSpeed=\(lowSpeedLimit)/\(lowSpeedTime),maxBytes=\(maxBytes),"
       + "redirects=\(maxRedirects),retries=\(retries),ua=\(userAgent),accept=\(acceptedContentTypes.joined(separator: "+")),"
-      + "headers=\(headers.keys.sorted().joined(separator: "+")),allow=\(allowHosts.sorted().joined(separator: "+")))"
+      + "headers=\(headers.keys.sorted().joined(separator: "+")),allow=\(allowHosts.sorted().joined(separator: "+"))"
+      + (trustedCertificates.map { ",ca=\($0.digest)" } ?? "") + ")"
   }
 }
 

@@ -66,8 +66,12 @@ struct HTTPOutcomeClassifier {
       )
     case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING:
       return fail(.fetchFailed, "the connection to the server of \(shown) broke: \(cause.text)", retryable: true)
-    case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
-      CURLE_SSL_CACERT_BADFILE,
+    case CURLE_PEER_FAILED_VERIFICATION:
+      return fail(.fetchFailed, untrusted(cause.text))
+    case CURLE_SSL_CACERT_BADFILE:
+      let origin = options.trustedCertificates?.origin ?? "the system's CA store"
+      return fail(.fetchFailed, "TLS failed for \(shown): OpenSSL could not load the certificates of \(origin): \(cause.text)")
+    case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
       CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
       return fail(.fetchFailed, "TLS failed for \(shown): \(cause.text)")
     case CURLE_BAD_CONTENT_ENCODING:
@@ -75,6 +79,18 @@ struct HTTPOutcomeClassifier {
     default:
       return fail(.fetchFailed, "fetching \(shown) failed: \(cause.text)")
     }
+  }
+
+  /// Why the server's certificate was refused, and what would make it trusted.
+  private func untrusted(_ reason: String) -> String {
+    let shown = source.description
+    if reason.contains("subject name") || reason.contains("does not match") {
+      return "the server's certificate for \(shown) was not trusted: it is issued for another host name (\(reason))"
+    }
+    let authorities =
+      options.trustedCertificates.map { "the authorities of \($0.origin)" } ?? "the system's certificate authorities"
+    return "the server's certificate for \(shown) was not trusted: it is not signed by \(authorities) (\(reason)); "
+      + "if it comes from your own authority, name that authority's certificate with caFile or caPath"
   }
 
   private func response(_ outcome: CurlOutcome) -> Result {

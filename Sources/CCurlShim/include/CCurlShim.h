@@ -24,6 +24,9 @@ CURLcode dr_setopt_long(CURL *easy, CURLoption option, long value);
 CURLcode dr_setopt_off(CURL *easy, CURLoption option, curl_off_t value);
 CURLcode dr_setopt_string(CURL *easy, CURLoption option, const char *value);
 CURLcode dr_setopt_pointer(CURL *easy, CURLoption option, void *value);
+// A blob option (CURLOPT_CAINFO_BLOB…): libcurl copies the `count` bytes (CURL_BLOB_COPY), so the
+// caller's buffer need not outlive the call.
+CURLcode dr_setopt_blob(CURL *easy, CURLoption option, const void *bytes, size_t count);
 
 // Callback setters (each also sets the matching user-data pointer).
 typedef size_t (*dr_data_callback)(char *data, size_t size, size_t count, void *user);

@@ -15,6 +15,8 @@ package struct FetchOptions: StageOptions {
   public var retries: Int
   public var allowHosts: [String]?
   public var allowSchemes: [String]?
+  public var caFile: String?
+  public var caPath: String?
 
   static let schemes = ["file", "http", "https", "data"]
 
@@ -44,7 +46,18 @@ package struct FetchOptions: StageOptions {
       "allowHosts", .stringList,
       "HTTP: hosts and CIDR ranges the SSRF guard lets through although they are not public, e.g. [\"127.0.0.1\"]."),
     OptionSpec("allowSchemes", .stringList, "The schemes this pipeline may fetch: file, http, https, data; default: all."),
+    OptionSpec(
+      "caFile", .string,
+      "HTTPS: a PEM file of CA certificates (at most 1 MB) trusted instead of the system's store; read when the pipeline loads, confined like local sources."
+    ),
+    OptionSpec(
+      "caPath", .string,
+      "HTTPS: an OpenSSL hashed directory (<hash>.0 names) whose certificates are trusted instead of the system's store; read when the pipeline loads."
+    ),
   ]
+
+  /// The longest `caFile` or `caPath`, in bytes (Linux's PATH_MAX).
+  static let maxPathBytes = 4096
 
   public func problems() -> [OptionProblem] {
     var problems: [OptionProblem] = []
@@ -62,11 +75,18 @@ package struct FetchOptions: StageOptions {
     for (index, host) in (allowHosts ?? []).enumerated() where host.contains("/") && AddressRange(host) == nil {
       problems.append(OptionProblem(option: "allowHosts[\(index)]", "\"\(host)\" is not a valid CIDR range like \"10.0.0.0/8\""))
     }
+    for (name, path) in [("caFile", caFile), ("caPath", caPath)] {
+      guard let path else { continue }
+      if path.isEmpty || path.utf8.count > Self.maxPathBytes || path.contains("\0") {
+        problems.append(OptionProblem(option: name, "give a path of 1 to \(Self.maxPathBytes) bytes without NUL characters"))
+      }
+    }
     return problems
   }
 
-  /// The HTTP transport settings these options describe.
-  public var httpOptions: HTTPOptions {
+  /// The HTTP transport settings these options describe, with the certificate authorities of
+  /// `caFile` and `caPath` read beneath `roots` (the stage's `root` and the runner's `--root`).
+  public func httpOptions(roots: [String]) throws -> HTTPOptions {
     var options = HTTPOptions()
     options.maxBytes = maxBytes
     options.timeout = .milliseconds(Int(timeout * 1000))
@@ -79,6 +99,17 @@ package struct FetchOptions: StageOptions {
     options.acceptedContentTypes = accept ?? []
     options.retries = retries
     options.allowHosts = allowHosts ?? []
+    options.trustedCertificates = try trustedCertificates(roots: roots)
     return options
+  }
+}
+
+extension FetchOptions {
+  /// The authorities of `caFile` and `caPath` together; `nil` when neither is given.
+  func trustedCertificates(roots: [String]) throws -> TrustedCertificates? {
+    let file = try caFile.map { try TrustedCertificates.file($0, roots: roots) }
+    let directory = try caPath.map { try TrustedCertificates.directory($0, roots: roots) }
+    guard let file, let directory else { return file ?? directory }
+    return try file.adding(directory)
   }
 }

@@ -42,68 +42,112 @@ package struct FileTransport: FetchTransport {
 
   static func read(path: String, source: ImageSource, limits: FetchLimits) throws -> FetchedData {
     let shown = source.description
-    guard !path.isEmpty else { throw PipelineError(.invalidInput, "the source path is empty", source: shown) }
-    let descriptor: Int32
-    let resolved: String
-    if limits.roots.isEmpty {
-      // No confinement: any path the process can read, symlinks followed.
-      descriptor = open(path, readFlags)
-      guard descriptor >= 0 else { throw openError(path, shown: shown) }
-      resolved = realPath("/proc/self/fd/\(descriptor)") ?? path
-    } else {
-      (descriptor, resolved) = try openConfined(path, roots: limits.roots, shown: shown)
-    }
+    let file = try openRegularFile(path, roots: limits.roots, shown: shown, wanted: "an image file")
     var keepOpen = false
-    defer { if !keepOpen { close(descriptor) } }
-    var status = stat()
-    guard fstat(descriptor, &status) == 0 else {
-      throw PipelineError(.fetchFailed, "cannot inspect \(path)", source: shown, cause: posixCause())
-    }
-    guard status.st_mode & S_IFMT == S_IFREG else {
-      let what = status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
-      throw PipelineError(.invalidInput, "\(path) is \(what); give an image file", source: shown)
-    }
-    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
-    let size = Int(status.st_size)
+    defer { if !keepOpen { close(file.descriptor) } }
+    let size = file.size
     if size > limits.maxBytes {
       throw PipelineError(
         .tooLarge, "\(path) is \(size) bytes, over the limit of \(limits.maxBytes) bytes (maxBytes)", source: shown)
     }
-    let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
+    let modified = file.modified
     if size >= Self.streamingThreshold, ImageBytes.openFiles < ImageBytes.maxOpenFiles {
       // Large files stay in the file: the decoder reads them a little at a time (a 10000×10000
       // JPEG is ~19 MB that memory never needs to hold). The open descriptor keeps reading the
       // file that was checked, whatever happens to its path; at most `size` bytes are read.
       // Past `ImageBytes.maxOpenFiles` such files in flight, files are read into memory.
       keepOpen = true
-      let bytes = ImageBytes(openFile: descriptor, count: size)
+      let bytes = ImageBytes(openFile: file.descriptor, count: size)
       return FetchedData(
         source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
-        metadata: ["path": resolved, "size": String(size)])
+        metadata: ["path": file.resolved, "size": String(size)])
     }
-    let capacity = min(size, limits.maxBytes) + 1
+    let buffer = try readWhole(file, limit: limits.maxBytes, path: path, shown: shown, limitName: "maxBytes")
+    let bytes = ImageBytes(adopting: buffer)
+    return FetchedData(
+      source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
+      metadata: ["path": file.resolved, "size": String(buffer.count)])
+  }
+
+  /// A local file open for reading, checked to be a regular file.
+  package struct OpenedFile {
+    package var descriptor: Int32
+    /// The path as the file system resolves it.
+    package var resolved: String
+    /// The size `fstat(2)` reported when the file was opened.
+    package var size: Int
+    package var modified: Date
+  }
+
+  /// Opens `path` for reading (beneath every root when `roots` is not empty, see
+  /// ``openConfined(_:roots:shown:)``) and checks that it is a regular file: a directory, FIFO or
+  /// device is refused with `invalidInput` saying that `wanted` (`"an image file"`) is expected.
+  /// The caller closes the descriptor.
+  package static func openRegularFile(_ path: String, roots: [String], shown: String, wanted: String) throws -> OpenedFile {
+    guard !path.isEmpty else { throw PipelineError(.invalidInput, "the source path is empty", source: shown) }
+    let descriptor: Int32
+    let resolved: String
+    if roots.isEmpty {
+      // No confinement: any path the process can read, symlinks followed. A path that is not a
+      // regular file is refused before it is opened: opening some devices does something
+      // (a watchdog starts counting). The check after the open stays: the path may change between.
+      var before = stat()
+      if stat(path, &before) == 0, before.st_mode & S_IFMT != S_IFREG {
+        throw notRegular(path, mode: before.st_mode, wanted: wanted, shown: shown)
+      }
+      descriptor = open(path, readFlags)
+      guard descriptor >= 0 else { throw openError(path, shown: shown) }
+      resolved = realPath("/proc/self/fd/\(descriptor)") ?? path
+    } else {
+      (descriptor, resolved) = try openConfined(path, roots: roots, shown: shown)
+    }
+    var status = stat()
+    guard fstat(descriptor, &status) == 0 else {
+      let cause = posixCause()
+      close(descriptor)
+      throw PipelineError(.fetchFailed, "cannot inspect \(path)", source: shown, cause: cause)
+    }
+    guard status.st_mode & S_IFMT == S_IFREG else {
+      close(descriptor)
+      throw notRegular(path, mode: status.st_mode, wanted: wanted, shown: shown)
+    }
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+    let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
+    return OpenedFile(descriptor: descriptor, resolved: resolved, size: Int(status.st_size), modified: modified)
+  }
+
+  /// The error for a path that is a directory, FIFO, device or socket where `wanted` was expected.
+  static func notRegular(_ path: String, mode: mode_t, wanted: String, shown: String) -> PipelineError {
+    let what = mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
+    return PipelineError(.invalidInput, "\(path) is \(what); give \(wanted)", source: shown)
+  }
+
+  /// Reads the whole of an opened file into a new buffer (the caller owns it), at most `limit`
+  /// bytes: a file that grew past `limit` while it was read fails with `tooLarge`, naming the
+  /// option `limitName` that sets the limit.
+  package static func readWhole(
+    _ file: OpenedFile, limit: Int, path: String, shown: String, limitName: String
+  ) throws -> UnsafeMutableRawBufferPointer {
+    let capacity = min(max(file.size, 0), limit) + 1
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
     var filled = 0
-    while filled < capacity {
-      let count = Glibc.read(descriptor, buffer.baseAddress! + filled, capacity - filled)
+    while filled < capacity, let start = buffer.baseAddress {
+      let count = Glibc.read(file.descriptor, start + filled, capacity - filled)
       if count < 0 {
         if errno == EINTR { continue }
+        let cause = posixCause()
         buffer.deallocate()
-        throw PipelineError(
-          .fetchFailed, "reading \(path) failed: \(String(cString: strerror(errno)))", source: shown, cause: posixCause())
+        throw PipelineError(.fetchFailed, "reading \(path) failed: \(cause.text)", source: shown, cause: cause)
       }
       if count == 0 { break }
       filled += count
     }
-    if filled > limits.maxBytes {
+    if filled > limit {
       buffer.deallocate()
       throw PipelineError(
-        .tooLarge, "\(path) grew past the limit of \(limits.maxBytes) bytes (maxBytes) while it was read", source: shown)
+        .tooLarge, "\(path) grew past the limit of \(limit) bytes (\(limitName)) while it was read", source: shown)
     }
-    let bytes = ImageBytes(adopting: UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled))
-    return FetchedData(
-      source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
-      metadata: ["path": resolved, "size": String(filled)])
+    return UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled)
   }
 
   /// Opens `path` for reading beneath every root, returning the descriptor and the resolved path.

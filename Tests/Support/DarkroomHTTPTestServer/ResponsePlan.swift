@@ -5,6 +5,8 @@ enum ResponsePlan {
   case fixed(status: Int, headers: [(String, String)], body: [UInt8])
   /// A `200` response whose body is sent without `Content-Length`.
   case unsized(headers: [(String, String)], body: [UInt8])
+  /// Wait until `count` requests for the path are held (at most `within`), then answer with `response`.
+  case gathered(count: Int, within: Duration, response: TestResponse, extraHeaders: [(String, String)])
   /// Wait, then answer with `response` (resolved after the wait, keeping `extraHeaders`).
   case delayed(delay: Duration, response: TestResponse, extraHeaders: [(String, String)])
   /// A `200` response whose body is sent `chunkSize` bytes every `interval`.
@@ -37,6 +39,9 @@ enum ResponsePlan {
 
     case .redirect(let location, let status):
       return .fixed(status: status, headers: merge([("Location", location)], extraHeaders), body: [])
+
+    case .gathered(let count, let within, let then):
+      return .gathered(count: count, within: within, response: then, extraHeaders: extraHeaders)
 
     case .slowHeaders(let delay, let then):
       return .delayed(delay: delay, response: then, extraHeaders: extraHeaders)

@@ -61,6 +61,8 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
   private var generator: Generator?
   private var epoch = 0
   private var isClosed = false
+  /// The registry's waiter of a held ``TestResponse/gathered(count:within:then:)`` request.
+  private var waiter: (path: String, id: Int)?
 
   init(registry: RequestRegistry, connection: Int) {
     self.registry = registry
@@ -83,8 +85,10 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     case .end:
       guard let (head, headers, body) = receiving else { return }
       receiving = nil
+      let version = head.version.major == 2 ? "HTTP/2" : "HTTP/\(head.version.major).\(head.version.minor)"
       let request = RecordedRequest(
-        method: head.method.rawValue, path: head.uri, headers: headers, connection: connection, body: body)
+        method: head.method.rawValue, path: head.uri, headers: headers, connection: connection, body: body,
+        httpVersion: version)
       let (route, index) = registry.record(request)
       let exchange = Exchange(head: head, recordedHeaders: headers, response: route ?? Self.notFound, index: index)
       respond(with: exchange.response, extraHeaders: [], to: exchange, context: context)
@@ -114,6 +118,9 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
   }
 
   private func tearDown() {
+    // A request held back that will never be answered must not count towards the next group.
+    if let waiter { registry.leave(waiter.path, waiter: waiter.id) }
+    waiter = nil
     isClosed = true
     epoch &+= 1
     timer?.cancel()
@@ -131,7 +138,8 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     guard !isClosed else { return }
     let plan = ResponsePlan.resolve(
       response, index: exchange.index, requestHeaders: exchange.recordedHeaders, extraHeaders: extraHeaders)
-    let wantsKeepAlive = exchange.head.isKeepAlive
+    // HTTP/2: every stream ends with its response; the connection stays.
+    let wantsKeepAlive = exchange.head.version.major >= 2 || exchange.head.isKeepAlive
 
     switch plan {
     case .fixed(let code, let headers, let body):
@@ -158,6 +166,9 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         }
       }
       finish(keepAlive: keepAlive, context: context)
+
+    case .gathered(let count, let within, let then, let extra):
+      gather(count: count, within: within, then: then, extraHeaders: extra, exchange: exchange, context: context)
 
     case .delayed(let delay, let then, let extra):
       let currentEpoch = epoch
@@ -214,6 +225,36 @@ final class TestHTTPConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         generator = Generator(offset: 0, remaining: byteCount, keepAlive: keepAlive)
         pumpGenerated(context: context)
       }
+    }
+  }
+
+  /// Holds the exchange until the registry releases it (enough requests held) or `within` passes,
+  /// whichever is first; then answers with `then`.
+  private func gather(
+    count: Int, within: Duration, then: TestResponse, extraHeaders: [(String, String)], exchange: Exchange,
+    context: ChannelHandlerContext
+  ) {
+    let currentEpoch = epoch
+    let loop = context.eventLoop
+    let bound = NIOLoopBound((self, context), eventLoop: loop)
+    let proceed: @Sendable () -> Void = {
+      loop.execute {
+        let (handler, context) = bound.value
+        guard handler.epoch == currentEpoch, !handler.isClosed else { return }
+        handler.epoch &+= 1  // the other way out (release or timer) finds a stale epoch
+        handler.waiter = nil
+        handler.timer?.cancel()
+        handler.timer = nil
+        handler.respond(with: then, extraHeaders: extraHeaders, to: exchange, context: context)
+      }
+    }
+    let path = exchange.head.uri
+    let waiter = registry.gather(path, count: count, release: proceed)
+    self.waiter = (path, waiter)
+    let registry = self.registry
+    timer = loop.assumeIsolated().scheduleTask(in: TimeAmount(within)) {
+      registry.leave(path, waiter: waiter)
+      proceed()
     }
   }
 

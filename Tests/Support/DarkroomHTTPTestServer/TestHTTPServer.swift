@@ -4,7 +4,9 @@ import NIOHTTP1
 import NIOPosix
 
 /// A real HTTP/1.1 server on `127.0.0.1` for tests of HTTP clients: it serves fixed bytes, misbehaves on
-/// demand (see ``TestResponse``) and records every request it receives.
+/// demand (see ``TestResponse``) and records every request it receives. Started with ``TestTLSOptions``
+/// it speaks HTTPS instead, HTTP/2 or HTTP/1.1 as ALPN decides (each HTTP/2 stream is answered like a
+/// request of its own; ``RecordedRequest/httpVersion`` tells which).
 ///
 /// It runs on its own single-threaded SwiftNIO event loop group, accepts any number of concurrent and
 /// kept-alive connections (pipelined requests are answered in order) and never blocks a thread: every delay
@@ -26,8 +28,12 @@ public final class TestHTTPServer: Sendable {
   private let channel: any Channel
   private let isShutDown = NIOLockedValueBox(false)
 
-  private init(port: Int, registry: RequestRegistry, group: MultiThreadedEventLoopGroup, channel: any Channel) {
+  /// `"https"` for a server started with TLS, else `"http"`.
+  public let scheme: String
+
+  private init(port: Int, scheme: String, registry: RequestRegistry, group: MultiThreadedEventLoopGroup, channel: any Channel) {
     self.port = port
+    self.scheme = scheme
     self.registry = registry
     self.group = group
     self.channel = channel
@@ -44,17 +50,23 @@ public final class TestHTTPServer: Sendable {
   ///
   /// - Parameter routes: Maps a path without query (e.g. `"/a.jpg"`) to its behaviour. Requests are routed by
   ///   their path with any query string removed; unknown paths get `404 Not Found`.
+  ///   With `tls`, the server speaks HTTPS (HTTP/2 or HTTP/1.1 as ALPN decides).
   /// - Returns: The running server.
-  /// - Throws: If the socket cannot be bound.
-  public static func start(routes: [String: TestResponse] = [:]) async throws -> TestHTTPServer {
+  /// - Throws: If the socket cannot be bound, or the TLS identity is not valid PEM.
+  public static func start(routes: [String: TestResponse] = [:], tls: TestTLSOptions? = nil) async throws -> TestHTTPServer {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let registry = RequestRegistry(routes: routes)
     do {
+      let tlsContext = try tls?.makeContext()
       let channel = try await ServerBootstrap(group: group)
         .serverChannelOption(ChannelOptions.backlog, value: 128)
         .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
         .childChannelInitializer { channel in
           let connection = registry.registerConnection()
+          channel.closeFuture.whenComplete { _ in registry.connectionClosed() }
+          if let tlsContext {
+            return channel.configureTestTLSPipeline(context: tlsContext, registry: registry, connection: connection)
+          }
           return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
             try channel.pipeline.syncOperations.addHandler(
@@ -67,15 +79,15 @@ public final class TestHTTPServer: Sendable {
         try? await channel.close()
         throw TestHTTPServerError.noLocalPort
       }
-      return TestHTTPServer(port: port, registry: registry, group: group, channel: channel)
+      return TestHTTPServer(port: port, scheme: tls == nil ? "http" : "https", registry: registry, group: group, channel: channel)
     } catch {
       try? await group.shutdownGracefully()
       throw error
     }
   }
 
-  /// The base URL of the server, `http://127.0.0.1:PORT`, without trailing slash.
-  public var baseURL: String { "http://127.0.0.1:\(port)" }
+  /// The base URL of the server, `http://127.0.0.1:PORT` (`https://` with TLS), without trailing slash.
+  public var baseURL: String { "\(scheme)://127.0.0.1:\(port)" }
 
   /// The absolute URL of `path` on this server, e.g. `url("/a.jpg")` is `"http://127.0.0.1:PORT/a.jpg"`.
   /// A missing leading `/` is added.
@@ -107,6 +119,13 @@ public final class TestHTTPServer: Sendable {
   /// How many TCP connections the server has accepted so far; with keep-alive, fewer than requests.
   public var connectionCount: Int { registry.connectionCount }
 
+  /// The most TCP connections that were open at the same time so far.
+  public var peakOpenConnections: Int { registry.peakOpenConnections }
+
+  /// The most requests for `path` that a ``TestResponse/gathered(count:within:then:)`` response held
+  /// at the same time so far (requests that were in flight together).
+  public func peakGathered(_ path: String) -> Int { registry.peakGathered(path) }
+
   /// Stops listening, closes every open connection and shuts down the server's event loop group.
   /// Calling it again does nothing.
   ///
@@ -137,6 +156,16 @@ final class RequestRegistry: Sendable {
     var counts: [String: Int] = [:]
     var requests: [RecordedRequest] = []
     var connections = 0
+    var openConnections = 0
+    var peakOpenConnections = 0
+    var gatherings: [String: Gathering] = [:]
+    var lastWaiter = 0
+  }
+
+  /// The requests a ``TestResponse/gathered(count:within:then:)`` route holds back.
+  struct Gathering {
+    var waiting: [(id: Int, release: @Sendable () -> Void)] = []
+    var peak = 0
   }
 
   private let state: NIOLockedValueBox<State>
@@ -169,12 +198,52 @@ final class RequestRegistry: Sendable {
 
   var connectionCount: Int { state.withLockedValue { $0.connections } }
 
-  /// Assigns the next connection number (1-based).
+  var peakOpenConnections: Int { state.withLockedValue { $0.peakOpenConnections } }
+
+  func peakGathered(_ path: String) -> Int {
+    let path = Self.routingPath(path)
+    return state.withLockedValue { $0.gatherings[path]?.peak ?? 0 }
+  }
+
+  /// Assigns the next connection number (1-based) and counts the connection as open.
   func registerConnection() -> Int {
     state.withLockedValue { state in
       state.connections += 1
+      state.openConnections += 1
+      state.peakOpenConnections = max(state.peakOpenConnections, state.openConnections)
       return state.connections
     }
+  }
+
+  func connectionClosed() {
+    state.withLockedValue { $0.openConnections -= 1 }
+  }
+
+  /// Holds a request for `path` until `count` are held: then every held request is released
+  /// (`release` runs, on the caller's thread). Returns the waiter's id for ``leave(_:waiter:)``.
+  func gather(_ path: String, count: Int, release: @escaping @Sendable () -> Void) -> Int {
+    let path = Self.routingPath(path)
+    let (id, released) = state.withLockedValue { state -> (Int, [@Sendable () -> Void]) in
+      state.lastWaiter += 1
+      var gathering = state.gatherings[path, default: Gathering()]
+      gathering.waiting.append((state.lastWaiter, release))
+      gathering.peak = max(gathering.peak, gathering.waiting.count)
+      var released: [@Sendable () -> Void] = []
+      if gathering.waiting.count >= count {
+        released = gathering.waiting.map(\.release)
+        gathering.waiting = []
+      }
+      state.gatherings[path] = gathering
+      return (state.lastWaiter, released)
+    }
+    for release in released { release() }
+    return id
+  }
+
+  /// Stops holding a request that gave up waiting (its time ran out, or its client went away).
+  func leave(_ path: String, waiter: Int) {
+    let path = Self.routingPath(path)
+    state.withLockedValue { state in state.gatherings[path]?.waiting.removeAll { $0.id == waiter } }
   }
 
   /// Records a request and returns its route (if any) and its zero-based index among the requests for its path.

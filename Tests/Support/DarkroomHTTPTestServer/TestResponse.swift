@@ -29,6 +29,13 @@ public indirect enum TestResponse: Sendable {
   /// as `then` would. If the client disconnects during the wait the timer is cancelled.
   case slowHeaders(delay: Duration, then: TestResponse)
 
+  /// Holds the request until `count` requests for this path are held at the same time (over any
+  /// connections or HTTP/2 streams), then answers each as `then` would; a request still held after
+  /// `within` is answered then. ``TestHTTPServer/peakGathered(_:)`` tells how many were held at once:
+  /// a test of parallel transfers that needs no clock (six transfers in parallel release each
+  /// other at once; six in sequence each wait out `within`).
+  case gathered(count: Int, within: Duration, then: TestResponse)
+
   /// `200 OK` with the full `Content-Length`, whose body is sent slowly: the head is sent at once, then
   /// one piece of at most `chunkSize` bytes every `interval` (the first piece `interval` after the head),
   /// so the whole body takes about `ceil(body.count / chunkSize) × interval`.
@@ -118,9 +125,15 @@ public struct RecordedRequest: Sendable, Equatable {
   public var connection: Int
   /// The request body (a POST's payload); empty for most requests.
   public var body: [UInt8]
+  /// The protocol the request came over: `"HTTP/1.1"`, `"HTTP/2"`.
+  public var httpVersion: String
 
   /// Creates a recorded request.
-  public init(method: String, path: String, headers: [String: String], connection: Int, body: [UInt8] = []) {
+  public init(
+    method: String, path: String, headers: [String: String], connection: Int, body: [UInt8] = [],
+    httpVersion: String = "HTTP/1.1"
+  ) {
+    self.httpVersion = httpVersion
     self.method = method
     self.path = path
     self.headers = headers
