@@ -128,6 +128,21 @@ struct CAFileRefusalTests {
     #expect(try #require(load(#""caPath": "# + quoted(long))).message.contains("1 to 4096 bytes"))
   }
 
+  @Test("a pipeline checked for queue workers does not read their CA files here; validate and workers do")
+  func enqueueLeavesCAFilesToWorkers() throws {
+    let json = #"{"version": 1, "stages": [{"stage": "fetch", "caFile": "/nonexistent/darkroom/ca.pem"}]}"#
+    var forWorkers = StageBuildContext(validatingOnly: true)
+    forWorkers.confinesFiles = true
+    _ = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry, context: forWorkers)
+    var worker = StageBuildContext()
+    worker.confinesFiles = true
+    for context in [StageBuildContext(validatingOnly: true), worker] {
+      #expect(throws: PipelineError.self) {
+        try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry, context: context)
+      }
+    }
+  }
+
   @Test("OpenSSL's hashed names are recognised")
   func hashedNames() {
     #expect(TrustedCertificates.isHashedName("5d2f6a1b.0"))
