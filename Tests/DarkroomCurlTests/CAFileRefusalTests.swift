@@ -86,6 +86,9 @@ struct CAFileRefusalTests {
     let big = try tls.write(
       String(repeating: tls.authority.certificatePEM, count: TrustedCertificates.maxBytes / 500), to: "big.pem")
     expectRefused("caFile", big, .tooLarge, saying: "over the limit of \(TrustedCertificates.maxBytes) bytes")
+    let block = "-----BEGIN CERTIFICATE-----\nMAIwAA==\n-----END CERTIFICATE-----\n"  // a certificate's outline
+    let many = try tls.write(String(repeating: block, count: TrustedCertificates.maxCertificates + 1), to: "many.pem")
+    expectRefused("caFile", many, .tooLarge, saying: "more than \(TrustedCertificates.maxCertificates) certificates")
     expectRefused("caFile", tls.folder.path, .invalidInput, saying: "is a directory; give a PEM file of CA certificates")
     let fifo = tls.path("fifo")
     #expect(mkfifo(fifo, 0o600) == 0)
