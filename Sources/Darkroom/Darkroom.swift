@@ -33,11 +33,15 @@ public enum Darkroom {
         "Reads the source: a local path or file:// URL (confined to `root`), an http(s) URL through libcurl (bounded, SSRF-guarded), or a data: URL.",
       options: FetchOptions.self
     ) { options, context in
-      // The file's root narrows the runner's: a path must be inside both (CA files too).
+      // The file's root narrows the runner's: a path must be inside both (CA files too). A
+      // pipeline checked for queue workers (`darkroom enqueue`) names the workers' CA files, which
+      // they read beneath their own --root: this machine does not read them.
       let roots = [options.root, context.allowedRoot].compactMap { $0 }
+      let forWorkers = context.validatingOnly && context.confinesFiles
+      let http = try options.httpOptions(roots: roots, readingCertificates: !forWorkers)
       return Fetcher(
         maxBytes: options.maxBytes, roots: roots, allowedSchemes: options.allowSchemes.map(Set.init),
-        transports: Fetcher.builtInTransports + [HTTPTransport(options: try options.httpOptions(roots: roots))])
+        transports: Fetcher.builtInTransports + [HTTPTransport(options: http)])
     }
     registry.register(
       "decode", summary: "Decodes JPEG, PNG, GIF, WebP, TIFF or HEIF/AVIF bytes (sniffed, trusted loaders only) into an image.",

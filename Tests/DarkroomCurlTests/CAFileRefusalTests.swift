@@ -86,6 +86,9 @@ struct CAFileRefusalTests {
     let big = try tls.write(
       String(repeating: tls.authority.certificatePEM, count: TrustedCertificates.maxBytes / 500), to: "big.pem")
     expectRefused("caFile", big, .tooLarge, saying: "over the limit of \(TrustedCertificates.maxBytes) bytes")
+    let block = "-----BEGIN CERTIFICATE-----\nMAIwAA==\n-----END CERTIFICATE-----\n"  // a certificate's outline
+    let many = try tls.write(String(repeating: block, count: TrustedCertificates.maxCertificates + 1), to: "many.pem")
+    expectRefused("caFile", many, .tooLarge, saying: "more than \(TrustedCertificates.maxCertificates) certificates")
     expectRefused("caFile", tls.folder.path, .invalidInput, saying: "is a directory; give a PEM file of CA certificates")
     let fifo = tls.path("fifo")
     #expect(mkfifo(fifo, 0o600) == 0)
@@ -126,6 +129,21 @@ struct CAFileRefusalTests {
     #expect(try #require(load(#""caFile": """#)).code == .invalidDefinition)
     let long = String(repeating: "a", count: 5000)
     #expect(try #require(load(#""caPath": "# + quoted(long))).message.contains("1 to 4096 bytes"))
+  }
+
+  @Test("a pipeline checked for queue workers does not read their CA files here; validate and workers do")
+  func enqueueLeavesCAFilesToWorkers() throws {
+    let json = #"{"version": 1, "stages": [{"stage": "fetch", "caFile": "/nonexistent/darkroom/ca.pem"}]}"#
+    var forWorkers = StageBuildContext(validatingOnly: true)
+    forWorkers.confinesFiles = true
+    _ = try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry, context: forWorkers)
+    var worker = StageBuildContext()
+    worker.confinesFiles = true
+    for context in [StageBuildContext(validatingOnly: true), worker] {
+      #expect(throws: PipelineError.self) {
+        try PipelineDefinition.load(json: json, registry: Darkroom.standardRegistry, context: context)
+      }
+    }
   }
 
   @Test("OpenSSL's hashed names are recognised")

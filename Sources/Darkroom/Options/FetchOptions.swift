@@ -85,8 +85,9 @@ package struct FetchOptions: StageOptions {
   }
 
   /// The HTTP transport settings these options describe, with the certificate authorities of
-  /// `caFile` and `caPath` read beneath `roots` (the stage's `root` and the runner's `--root`).
-  public func httpOptions(roots: [String]) throws -> HTTPOptions {
+  /// `caFile` and `caPath` read beneath `roots` (the stage's `root` and the runner's `--root`),
+  /// unless `readingCertificates` is false (a pipeline checked for other machines).
+  public func httpOptions(roots: [String], readingCertificates: Bool = true) throws -> HTTPOptions {
     var options = HTTPOptions()
     options.maxBytes = maxBytes
     options.timeout = .milliseconds(Int(timeout * 1000))
@@ -99,7 +100,7 @@ package struct FetchOptions: StageOptions {
     options.acceptedContentTypes = accept ?? []
     options.retries = retries
     options.allowHosts = allowHosts ?? []
-    options.trustedCertificates = try trustedCertificates(roots: roots)
+    if readingCertificates { options.trustedCertificates = try trustedCertificates(roots: roots) }
     return options
   }
 }

@@ -111,7 +111,9 @@ package struct FileTransport: FetchTransport {
       close(descriptor)
       throw notRegular(path, mode: status.st_mode, wanted: wanted, shown: shown)
     }
-    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+    // A file that says it is empty stays non-blocking: procfs files say so, and some block a
+    // read until the kernel has something to say (/proc/kmsg); regular files never block anyway.
+    if status.st_size > 0 { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK) }
     let modified = Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec))
     return OpenedFile(descriptor: descriptor, resolved: resolved, size: Int(status.st_size), modified: modified)
   }
