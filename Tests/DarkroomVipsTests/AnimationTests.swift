@@ -112,6 +112,28 @@ struct AnimationTests {
     #expect(try pixel(trimmed.image, frame: 1, x: 0, y: 0) == Self.red + [255])
   }
 
+  @Test("more frames than one group (split and joined in groups of 32) stay in order, through two stages")
+  func manyFramesInOrder() async throws {
+    let count = 70
+    let palette: [[UInt8]] = (0..<count).map { (index: Int) -> [UInt8] in
+      [UInt8(index * 3), UInt8(255 - index * 3), UInt8((index * 37) % 256)]
+    }
+    var gif = TestGIF(width: 16, height: 8, palette: palette, loop: 0)
+    for index in 0..<count {
+      let delay = 20 + 10 * (index % 4)
+      gif.add(TestGIF.Frame(width: 16, height: 8, indices: [UInt8](repeating: UInt8(index), count: 128), delay: delay))
+    }
+    let decoded = try ImageDecoder().decode(Self.fetched(gif))
+    let flipped = try await harness.run(Flipper(.horizontal), on: decoded)
+    let resized = try await harness.run(Resizer(width: 8, height: 8), on: flipped)
+    let back = try decodeBack(try await harness.run(ImageEncoder(.gif()), on: resized)).image
+    #expect(back.frameCount == count && back.width == 8 && back.frameHeight == 4)
+    #expect(back.frameDelays == (0..<count).map { 20 + 10 * ($0 % 4) })
+    for index in [0, 31, 32, 33, 63, 64, 69] {
+      #expect(colour(try pixel(back, frame: index, x: 4, y: 2), isNear: palette[index] + [255], tolerance: 12), "frame \(index)")
+    }
+  }
+
   @Test("a still format takes the first frame; animated false decodes only the first frame and notes it")
   func stillOutputs() async throws {
     let decoded = try ImageDecoder().decode(Self.fetched(Self.sample()))

@@ -126,9 +126,9 @@ int dr_page_height_field(VipsImage *in);
 // Frame `index` of a strip of frames `page_height` tall, as an image of its own (without the
 // page-height field, so that an operation on it sees a still image).
 int dr_frame(VipsImage *in, int index, int page_height, VipsImage **out);
-// Frames of one size joined into a strip again, with page-height set to their height (and the
-// first frame's delay and loop fields).
-int dr_join_frames(VipsImage **frames, int n, VipsImage **out);
+// Frames (or strips of frames) of one width joined into a strip, one under the other, with
+// page-height set to `page_height` (and the first image's delay and loop fields).
+int dr_join_frames(VipsImage **frames, int n, int page_height, VipsImage **out);
 // The frame delays in ms: at most `max` into `delays`, how many the image has returned (0: none).
 int dr_frame_delays(VipsImage *in, int *delays, int max);
 // A copy of `in` whose delay array is its own: libvips' WebP saver rewrites the array in place,

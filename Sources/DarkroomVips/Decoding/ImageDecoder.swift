@@ -39,8 +39,9 @@ public struct ImageDecoder: Stage {
   /// to take the first frame of a longer one).
   public var maxFrames: Int
 
-  /// The default ``maxFrames``.
-  public static let defaultMaxFrames = 1_000
+  /// The default ``maxFrames``: every frame costs each stage a fixed amount beside its pixels
+  /// (about 10 ms and 100 KB a stage for a tiny frame), so the count is bounded on its own.
+  public static let defaultMaxFrames = 256
 
   public static let defaultMaxPixels = 100_000_000
 

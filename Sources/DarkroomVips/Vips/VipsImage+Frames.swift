@@ -36,6 +36,7 @@ extension VipsImage {
 
   /// Frame `index` as a still image.
   public func frame(_ index: Int) throws(PipelineError) -> VipsImage {
+    if let joinedFrames, joinedFrames.count == frameCount, joinedFrames.indices.contains(index) { return joinedFrames[index] }
     let page = Int32(clamping: frameHeight)
     return try derive("taking frame \(index)") { dr_frame($0, Int32(clamping: index), page, $1) }
   }
@@ -51,8 +52,8 @@ extension VipsImage {
     guard isAnimated else { return try operation(self) }
     var frames: [VipsImage] = []
     frames.reserveCapacity(frameCount)
-    for index in 0..<frameCount {
-      let done = try operation(try frame(index))
+    for frame in try allFrames() {
+      let done = try operation(frame)
       if let first = frames.first, done.width != first.width || done.height != first.height {
         throw PipelineError(
           .processingFailed,
@@ -64,17 +65,59 @@ extension VipsImage {
     return try VipsImage.joiningFrames(frames, what)
   }
 
-  /// Frames of one size as one strip.
+  /// How many images one split or join touches at most. libvips checks an image's links to the
+  /// images it feeds each time a region is made on them, so one strip cut into 1,000 frames (or
+  /// 1,000 frames joined at once) costs time with the square of the frames; groups keep it linear.
+  static let frameGroup = 32
+
+  /// Every frame as a still image: the frames a join was made of, or cuts of the strip, made in
+  /// groups (a cut of ``frameGroup`` frames, then the frames of each cut).
+  func allFrames() throws(PipelineError) -> [VipsImage] {
+    let count = frameCount
+    if let joinedFrames, joinedFrames.count == count { return joinedFrames }
+    let page = frameHeight
+    var frames: [VipsImage] = []
+    frames.reserveCapacity(count)
+    for first in stride(from: 0, to: count, by: Self.frameGroup) {
+      let size = min(Self.frameGroup, count - first)
+      let group =
+        count <= Self.frameGroup ? self : try cropped(x: 0, y: first * page, width: width, height: size * page)
+      for index in 0..<size {
+        frames.append(try group.derive("taking frame \(first + index)") { dr_frame($0, Int32(index), Int32(page), $1) })
+      }
+    }
+    return frames
+  }
+
+  /// Frames of one size as one strip, joined in groups of ``frameGroup``.
   static func joiningFrames(_ frames: [VipsImage], _ what: String) throws(PipelineError) -> VipsImage {
-    var pointers: [UnsafeMutablePointer<CVips.VipsImage>?] = frames.map(\.pointer)
+    guard let page = frames.first?.height else {
+      throw PipelineError(.processingFailed, "\(what): an animation without frames")
+    }
+    var level = frames
+    while level.count > frameGroup {
+      var joined: [VipsImage] = []
+      for first in stride(from: 0, to: level.count, by: frameGroup) {
+        joined.append(try joinOnce(Array(level[first..<min(level.count, first + frameGroup)]), page: page, what))
+      }
+      level = joined
+    }
+    return try joinOnce(level, page: page, what, frames: frames)
+  }
+
+  /// One join of strips (or frames) whose frames are `page` rows tall.
+  private static func joinOnce(_ images: [VipsImage], page: Int, _ what: String, frames: [VipsImage]? = nil)
+    throws(PipelineError) -> VipsImage
+  {
+    var pointers: [UnsafeMutablePointer<CVips.VipsImage>?] = images.map(\.pointer)
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     let status = pointers.withUnsafeMutableBufferPointer { buffer in
-      dr_join_frames(buffer.baseAddress, Int32(clamping: buffer.count), &out)
+      dr_join_frames(buffer.baseAddress, Int32(clamping: buffer.count), Int32(clamping: page), &out)
     }
     guard status == 0, let out else {
       let cause = Vips.captureError()
       throw PipelineError(.processingFailed, "\(what): joining the frames failed: \(cause.text)", cause: cause)
     }
-    return VipsImage(taking: out, keepAlive: frames)
+    return VipsImage(taking: out, keepAlive: images, joinedFrames: frames)
   }
 }

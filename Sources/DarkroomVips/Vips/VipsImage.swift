@@ -21,10 +21,15 @@ public final class VipsImage: @unchecked Sendable {
   let pointer: UnsafeMutablePointer<CVips.VipsImage>
   /// Memory (and source images) that must outlive this image.
   private let keepAlive: [AnyObject]
+  /// For a strip joined from frames (``joiningFrames(_:_:)``): those frames, so that the next
+  /// stage works on them instead of cutting the strip up again (a cut of a join of a cut… costs
+  /// more with every stage and every frame).
+  let joinedFrames: [VipsImage]?
 
-  init(taking pointer: UnsafeMutablePointer<CVips.VipsImage>, keepAlive: [AnyObject]) {
+  init(taking pointer: UnsafeMutablePointer<CVips.VipsImage>, keepAlive: [AnyObject], joinedFrames: [VipsImage]? = nil) {
     self.pointer = pointer
     self.keepAlive = keepAlive
+    self.joinedFrames = joinedFrames
     VipsKillScope.noteMade(self)
   }
 
