@@ -177,7 +177,7 @@ static DrGuardVerdict dr_guard_png(DrReader *r, const DrGuardLimits *limits, DrG
       if (++chunks > limits->max_metadata_chunks)
         return dr_verdict(result, DR_GUARD_TOO_LARGE,
                           "the PNG holds more than %llu metadata chunks (text, ICC profile, EXIF…); images with at most "
-                          "%llu are decoded: strip the metadata (e.g. `vips copy in.png out.png[strip]`)",
+                          "%llu are decoded: strip the file's metadata before it is passed on",
                           (unsigned long long)limits->max_metadata_chunks,
                           (unsigned long long)limits->max_metadata_chunks);
       metadata += length;
@@ -198,7 +198,7 @@ static DrGuardVerdict dr_guard_png(DrReader *r, const DrGuardLimits *limits, DrG
         return dr_verdict(result, DR_GUARD_TOO_LARGE,
                           "the PNG's metadata (text, ICC profile, EXIF… chunks, decompressed) holds more than %llu bytes "
                           "(at chunk \"%s\", byte %llu); images with at most %llu bytes of metadata are decoded: strip "
-                          "the metadata (e.g. `vips copy in.png out.png[strip]`)",
+                          "the file's metadata before it is passed on",
                           (unsigned long long)limits->max_metadata_bytes, type, (unsigned long long)position,
                           (unsigned long long)limits->max_metadata_bytes);
     }
@@ -238,9 +238,9 @@ static DrGuardVerdict dr_guard_gif(DrReader *r, const DrGuardLimits *limits, DrG
       if (dr_read(r, position, image, sizeof image)) break;
       if (++frames > limits->max_frames)
         return dr_verdict(result, DR_GUARD_TOO_LARGE,
-                          "the GIF has more than %llu frames; the loader reads every frame's header even though only "
-                          "the first is decoded, so GIFs with at most %llu frames are accepted: keep the first frame "
-                          "(e.g. `vips copy in.gif[n=1] out.png`)",
+                          "the GIF has more than %llu frames; the loader reads every frame's header before it decodes "
+                          "any, so GIFs with at most %llu frames are accepted, with \"animated\": false too: shorten "
+                          "the animation, or save its first frame as a still image",
                           (unsigned long long)limits->max_frames, (unsigned long long)limits->max_frames);
       position += 10;
       if (image[9] & 0x80) position += 3ull << ((image[9] & 7) + 1);
@@ -288,8 +288,8 @@ static DrGuardVerdict dr_guard_webp(DrReader *r, const DrGuardLimits *limits, Dr
     if (!memcmp(chunk, "ANMF", 4)) {
       if (++frames > limits->max_frames)
         return dr_verdict(result, DR_GUARD_TOO_LARGE,
-                          "the animated WebP has more than %llu frames; WebPs with at most %llu are accepted: keep "
-                          "the first frame (e.g. `vips copy in.webp[n=1] out.webp`)",
+                          "the animated WebP has more than %llu frames; WebPs with at most %llu are accepted, with "
+                          "\"animated\": false too: shorten the animation, or save its first frame as a still image",
                           (unsigned long long)limits->max_frames, (unsigned long long)limits->max_frames);
       if (length < 16 || dr_read(r, position + 8, chunk + 8, 12)) break;
       uint64_t x = (uint64_t)le24(chunk + 8) * 2, y = (uint64_t)le24(chunk + 11) * 2;
