@@ -89,6 +89,9 @@ package enum HTTPDate {
   public static func parse(_ text: String) -> Date? {
     let trimmed = text.trimmingCharacters(in: .whitespaces)
     if let date = parseFixdate(trimmed) { return date }
+    // HTTP dates are short printable ASCII; DateFormatter traps on some other text ("Incorrect
+    // range", found by fuzzing a Retry-After holding UTF-8 bytes), so it never sees any.
+    guard trimmed.utf8.count <= 64, trimmed.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else { return nil }
     for format in obsoleteFormats {
       let formatter = DateFormatter()
       formatter.locale = Locale(identifier: "en_US_POSIX")
