@@ -22,7 +22,8 @@ struct ByteBudgetEncoder: Stage {
     let held = input.with(try input.image.materialized())
     let first = try encoder.encode(held)
     // What the format is for this image: `jpegOrPNG` is PNG (lossless) for an image with alpha.
-    let concrete = encoder.format.resolved(for: held.sourceFormat, hasAlpha: held.image.hasAlpha)
+    let concrete = encoder.format.resolved(
+      for: held.sourceFormat, hasAlpha: held.image.hasAlpha, animated: held.image.isAnimated)
     guard first.bytes.count > maxBytes, let start = Self.quality(of: concrete), start > 1 else { return first }
     var best: EncodedImage?
     var smallest = first

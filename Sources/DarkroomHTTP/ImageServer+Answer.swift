@@ -62,6 +62,7 @@ extension ImageServer {
       case .webp: chosen.format = .webp(quality: quality ?? configuration.quality, lossless: lossless, effort: effort ?? 4)
       default: chosen.format = .jpegOrPNG(quality: quality ?? configuration.quality)
       }
+      chosen.format = ThumborOperations.animating(chosen.format)
       stages[stages.count - 1] = AnyStage(chosen)
       varies = !negotiation.preferred.isEmpty
     }

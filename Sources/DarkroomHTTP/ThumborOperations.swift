@@ -136,9 +136,19 @@ public struct ThumborOperations: Sendable {
     let choice = negotiation.choose(accept: accept, hasAlpha: false)
     let varies = !negotiation.preferred.isEmpty
     if negotiation.preferred.contains(choice.format) {
-      return (Self.format(choice.format, quality: quality, qualityGiven: settings.qualityGiven), varies)
+      return (Self.animating(Self.format(choice.format, quality: quality, qualityGiven: settings.qualityGiven)), varies)
     }
-    return (.jpegOrPNG(quality: quality), varies)
+    return (Self.animating(.jpegOrPNG(quality: quality)), varies)
+  }
+
+  /// A negotiated format that an animated source keeps moving in: WebP and GIF as they are;
+  /// anything else (AVIF, JPEG, PNG) becomes GIF for an animation, which every client reads, so
+  /// the answer depends only on the choice the result cache keys on.
+  static func animating(_ format: EncodeFormat) -> EncodeFormat {
+    switch format {
+    case .webp, .gif: format
+    default: .stillOrAnimated(still: format, animated: .gif())
+    }
   }
 
   static func format(_ format: ImageFormat, quality: Int, qualityGiven: Bool) -> EncodeFormat {

@@ -1,6 +1,7 @@
 import Darkroom
 import DarkroomHTTP
 import DarkroomHTTPTestServer
+import DarkroomVipsTesting
 import Foundation
 import Testing
 
@@ -50,6 +51,34 @@ struct ImageServerTests {
     let head = try await running.get("/unsafe/fit-in/300x300/a.jpg", method: "HEAD")
     #expect(head.status == 200 && head.body.isEmpty && head.headers["content-length"] == String(fit.body.count))
     #expect(head.headers["etag"] == fit.headers["etag"])
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
+  @Test("an animated GIF stays animated with no format filter: WebP when chosen, else GIF (AVIF, JPEG and PNG hold one frame)")
+  func animatedNegotiation() async throws {
+    var gif = TestGIF(width: 40, height: 30, palette: [[255, 0, 0], [0, 0, 255]], loop: 0)
+    for index in 0..<5 {
+      gif.add(.init(width: 40, height: 30, indices: [UInt8](repeating: UInt8(index % 2), count: 1200), delay: 100))
+    }
+    let origin = try await TestHTTPServer.start(routes: [
+      "/anim.gif": .ok(body: gif.bytes, contentType: "image/gif"),
+      "/a.jpg": .ok(body: try ServedFixtures.jpeg(), contentType: "image/jpeg"),
+    ])
+    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.baseURL))
+    let cases: [(String?, String)] = [
+      ("image/avif,image/webp,*/*;q=0.8", "image/gif"), ("image/webp,*/*", "image/webp"), ("*/*", "image/gif"),
+      (nil, "image/gif"),
+    ]
+    for (accept, expected) in cases {
+      let reply = try await running.get("/unsafe/fit-in/20x20/anim.gif", headers: accept.map { ["Accept": $0] } ?? [:])
+      #expect(reply.status == 200 && reply.headers["content-type"] == expected, "Accept \(accept ?? "none")")
+      let back = try ImageDecoder().decode(FetchedData(source: ImageSource(path: "reply"), bytes: ImageBytes(reply.body)))
+      #expect(back.frameCount == 5 && back.width == 20 && back.height == 15, "Accept \(accept ?? "none")")
+    }
+    // A still source is answered as before.
+    let still = try await running.get("/unsafe/fit-in/64x64/a.jpg", headers: ["Accept": "image/avif"])
+    #expect(still.headers["content-type"] == "image/avif")
     try await running.stop()
     try await origin.shutdown()
   }

@@ -76,7 +76,7 @@ public struct ImageEncoder: Stage {
 
   /// Encodes synchronously (call from a blocking-pool thread).
   public func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
-    let concrete = format.resolved(for: input.sourceFormat, hasAlpha: input.image.hasAlpha)
+    let concrete = format.resolved(for: input.sourceFormat, hasAlpha: input.image.hasAlpha, animated: input.image.isAnimated)
     // A `metadata` stage chose what the image keeps: what it left is written.
     let strip: Int32 = keepMetadata || input.image.metadataPruned ? 0 : 1
     // Stripping removes the fields too: libvips 8.14's WebP saver writes EXIF, XMP and ICC even
@@ -122,7 +122,7 @@ public struct ImageEncoder: Stage {
       image = try image.eightBitSRGB(keepGrey: false)
       status = dr_gifsave_buffer(image.pointer, Int32(effort), strip, &buffer, &length)
       written = .gif
-    case .auto, .jpegOrPNG:
+    case .auto, .jpegOrPNG, .stillOrAnimated:
       throw PipelineError(.encodeFailed, "no output format could be chosen for a \(input.sourceFormat) source")
     }
     guard status == 0, let buffer else {
