@@ -431,6 +431,14 @@ int dr_loop_count(VipsImage *in) {
   return value;
 }
 
+int dr_composite_over(VipsImage *base, VipsImage *overlay, int x, int y, VipsImage **out) {
+  return vips_composite2(base, overlay, out, VIPS_BLEND_MODE_OVER, "x", x, "y", y, NULL);
+}
+
+int dr_replicate(VipsImage *in, int across, int down, VipsImage **out) {
+  return vips_replicate(in, out, across, down, NULL);
+}
+
 int dr_has_icc(VipsImage *in) { return vips_image_get_typeof(in, VIPS_META_ICC_NAME) != 0; }
 
 /* The fields a pruned image keeps whatever the caller keeps: an animation's frame layout. */

@@ -24,7 +24,7 @@ public enum Darkroom {
   }
 
   /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `rotate`, `flip`, `grayscale`, `blur`,
-  /// `sharpen`, `modulate`, `flatten`, `extend`, `round`, `trim`, `metadata`, `encode`, `write`, `cache`, `notify`, `save`.
+  /// `sharpen`, `modulate`, `flatten`, `extend`, `round`, `trim`, `overlay`, `metadata`, `encode`, `write`, `cache`, `notify`, `save`.
   public static var standardRegistry: StageRegistry {
     var registry = StageRegistry()
     registry.register(
@@ -115,6 +115,13 @@ public enum Darkroom {
       options: TrimOptions.self
     ) { options, _ in
       options.trimmer
+    }
+    registry.register(
+      "overlay",
+      summary: "Composes a watermark image over the image: at a gravity with an offset, or tiled; with opacity and scale.",
+      options: OverlayOptions.self
+    ) { options, context in
+      try options.overlay(roots: [context.allowedRoot].compactMap { $0 })
     }
     registry.register(
       "metadata", summary: "Strips metadata before encode, keeping the ICC profile and/or the EXIF copyright if asked.",

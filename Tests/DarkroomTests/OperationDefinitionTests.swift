@@ -82,6 +82,10 @@ struct OperationDefinitionTests {
       (#"{"stage": "resize", "width": 2000000000, "dpr": 2}"#, "dpr"),
       (#"{"stage": "metadata", "keep": ["gps"]}"#, "\"icc\", \"copyright\""),
       (#"{"stage": "metadata", "keep": "icc"}"#, "keep"),
+      (#"{"stage": "overlay"}"#, "image"),
+      (#"{"stage": "overlay", "image": "m.png", "opacity": 2}"#, "opacity"),
+      (#"{"stage": "overlay", "image": "m.png", "scale": 0}"#, "scale"),
+      (#"{"stage": "overlay", "image": "m.png", "gravity": "up"}"#, "gravity"),
     ])
   func refused(_ stage: String, _ expected: String) throws {
     let json = #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, "# + stage + "]}"
@@ -103,6 +107,37 @@ struct OperationDefinitionTests {
       \.identifier)
     #expect(identifiers.contains { $0.contains("resize(200x100,") }, "\(identifiers)")
     #expect(identifiers.contains("flatten(255,255,255)") && identifiers.contains("extend(4,0,0,0,0,0,0,255)"), "\(identifiers)")
+  }
+
+  @Test("overlay reads its watermark when the pipeline loads, beneath the root; a missing, outside or non-image file is refused")
+  func overlay() async throws {
+    let folder = NSTemporaryDirectory() + "darkroom-overlay-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: folder + "/root", withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let mark = try TestImages.write(
+      try TestImages.encoded(.png(), width: 20, height: 10, quadrants: true), named: "mark.png", in: folder + "/root")
+    try Data("not an image".utf8).write(to: URL(fileURLWithPath: folder + "/root/notes.png"))
+    try Data(try TestImages.encoded(.png(), width: 4, height: 4).data).write(to: URL(fileURLWithPath: folder + "/outside.png"))
+    func load(_ image: String, root: String? = nil) throws -> StageGraph {
+      let json =
+        #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "overlay", "image": "# + "\"\(image)\""
+        + #", "gravity": "northwest", "x": 2, "y": 3, "opacity": 0.9}, {"stage": "encode", "format": "png"}]}"#
+      return try PipelineDefinition.load(
+        json: json, registry: Darkroom.standardRegistry, context: StageBuildContext(allowedRoot: root))
+    }
+    let graph = try load(mark)
+    #expect(graph.runnableStages.map(\.identifier).contains { $0.hasPrefix("overlay(") && $0.contains("northwest,2,3") })
+    let image = try await run(graph, on: try TestImages.encoded(.png(), width: 60, height: 40), named: "base.png")
+    #expect(image.width == 60 && image.height == 40)
+    #expect(colour(try image.pixel(x: 4, y: 5), isNear: TestImages.Quadrant.red, tolerance: 30))
+    for (path, expected) in [
+      (folder + "/root/missing.png", "missing.png"), (folder + "/outside.png", "outside"),
+      (folder + "/root/notes.png", "not an image"),
+    ] {
+      let error = #expect(throws: PipelineError.self) { _ = try load(path, root: folder + "/root") }
+      let said = (error?.issues.map(\.message) ?? []).joined() + (error?.message ?? "")
+      #expect(said.contains(expected) || said.contains("supported"), "\(said)")
+    }
   }
 
   @Test("metadata strips everything by default and keeps what it names")

@@ -137,6 +137,11 @@ int dr_with_own_delays(VipsImage *in, VipsImage **out);
 // The loop count (0: for ever), or -1 when the image has none.
 int dr_loop_count(VipsImage *in);
 
+// `overlay` composed over `base` ("over") with its top-left corner at x, y (parts outside are cut).
+int dr_composite_over(VipsImage *base, VipsImage *overlay, int x, int y, VipsImage **out);
+// `in` repeated `across` times side by side and `down` times one under the other.
+int dr_replicate(VipsImage *in, int across, int down, VipsImage **out);
+
 // Whether the image has an embedded ICC profile.
 int dr_has_icc(VipsImage *in);
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// JSON options of the `rotate` stage.
 package struct RotateOptions: StageOptions {
   public var angle: Int
@@ -188,4 +190,59 @@ package struct MetadataOptions: StageOptions {
   }
 
   public var keeper: MetadataKeeper { MetadataKeeper(keeping: Set(keep.compactMap(KeptMetadata.init(rawValue:)))) }
+}
+
+/// JSON options of the `overlay` stage.
+package struct OverlayOptions: StageOptions {
+  public var image: String
+  public var gravity: String
+  public var x: Int
+  public var y: Int
+  public var opacity: Double
+  public var scale: Double?
+  public var tile: Bool
+
+  /// The largest watermark file read, in bytes.
+  public static let maxBytes = 16 << 20
+  /// The most pixels a watermark may have (2048 × 2048): it is held in memory for the run.
+  public static let maxPixels = 2048 * 2048
+
+  public static let specs = [
+    OptionSpec(
+      "image", .string, required: true,
+      "The watermark's file (PNG with alpha, say; at most 16 MiB and 2048×2048 pixels), read once when the pipeline loads, beneath --root."
+    ),
+    OptionSpec(
+      "gravity", .choice(Gravity.allCases.map(\.rawValue)), default: "southeast", "Where the watermark sits (unless tiled)."),
+    OptionSpec(
+      "x", .integer(min: -Overlay.maxOffset, max: Overlay.maxOffset), default: 0,
+      "Pixels in from the edge the gravity puts it against (right from the left edge or the centre, left from the right edge)."),
+    OptionSpec(
+      "y", .integer(min: -Overlay.maxOffset, max: Overlay.maxOffset), default: 0,
+      "Pixels in from the top or bottom edge (down from the top or the centre, up from the bottom)."),
+    OptionSpec("opacity", .number(min: 0, max: 1), default: 1.0, "0 (invisible) to 1 (the watermark as it is)."),
+    OptionSpec(
+      "scale", .number(min: 0.001, max: 1),
+      "The watermark's width as a fraction of the image's (its aspect kept); its own size when left out."),
+    OptionSpec("tile", .boolean, default: false, "Repeat the watermark over the whole image (gravity and offsets do not apply)."),
+  ]
+
+  /// The stage, with the watermark read beneath `roots` and decoded.
+  public func overlay(roots: [String]) throws -> Overlay {
+    let file = try FileTransport.openRegularFile(image, roots: roots, shown: image, wanted: "a watermark image")
+    defer { close(file.descriptor) }
+    guard file.size <= Self.maxBytes else {
+      throw PipelineError(.tooLarge, "image: \(image) is \(file.size) bytes, over the limit of \(Self.maxBytes) for a watermark")
+    }
+    let buffer = try FileTransport.readWhole(
+      file, limit: Self.maxBytes, path: image, shown: image, limitName: "a watermark's limit")
+    let bytes = ImageBytes(UnsafeRawBufferPointer(buffer))
+    buffer.deallocate()
+    let decoded = try ImageDecoder(maxPixels: Self.maxPixels, animated: false).decode(
+      FetchedData(source: ImageSource(path: image), bytes: bytes))
+    return try Overlay(
+      watermark: decoded, identity: RequestDigest.hex(of: bytes.data, bytes: 8),
+      gravity: Gravity(rawValue: gravity) ?? .southeast,
+      x: x, y: y, opacity: opacity, scale: scale, tile: tile)
+  }
 }
