@@ -136,9 +136,19 @@ public struct Resizer: Stage {
         "resizing would make \(input.frameCount) frames of \(target.width)×\(target.height) pixels, over the limit of "
           + "\(maxPixels) pixels (every frame counts): ask for a smaller size (or no upscaling)")
     }
+    // Smaller than it was (a thumbnail of an animation): made a group of frames at a time and held.
+    let (after, overflow3) = target.width.multipliedReportingOverflow(by: target.height)
+    let (before, overflow4) = input.width.multipliedReportingOverflow(by: input.height)
+    let held = !overflow3 && !overflow4 && after < before ? Self.maxHeldAnimationPixels : 0
     return input.with(
-      try input.image.framewise("resize") { frame throws(PipelineError) in try framewise.apply(to: frame, scaledTo: target) })
+      try input.image.framewiseHeld("resize", maxHeldPixels: held) { frame throws(PipelineError) in
+        try framewise.apply(to: frame, scaledTo: target)
+      })
   }
+
+  /// The most pixels (every frame counted) a resized animation is held in memory with, a group of
+  /// frames at a time: 16 M (64 MB of RGBA). Larger results stream through, frame by frame.
+  public static let maxHeldAnimationPixels = 16_000_000
 
   /// Throws `imageTooLarge` when the scaled image, or the box it is padded to, would be over
   /// ``maxPixels``.

@@ -94,7 +94,15 @@ extension VipsImage {
     guard let page = frames.first?.height else {
       throw PipelineError(.processingFailed, "\(what): an animation without frames")
     }
-    var level = frames
+    return try joiningStrips(frames, page: page, what, frames: frames)
+  }
+
+  /// Strips of frames `page` rows tall (frames are strips of one) as one strip, joined in groups
+  /// of ``frameGroup``; `frames`, when given, are the frames it is made of.
+  static func joiningStrips(_ strips: [VipsImage], page: Int, _ what: String, frames: [VipsImage]? = nil)
+    throws(PipelineError) -> VipsImage
+  {
+    var level = strips
     while level.count > frameGroup {
       var joined: [VipsImage] = []
       for first in stride(from: 0, to: level.count, by: frameGroup) {
@@ -103,6 +111,38 @@ extension VipsImage {
       level = joined
     }
     return try joinOnce(level, page: page, what, frames: frames)
+  }
+
+  /// ``framewise(_:_:)`` for an operation whose frames are small (a resize down): the frames are
+  /// made a group at a time and held in memory, so that each group's pipelines (and their
+  /// buffers) are gone before the next group starts, instead of all living until the encoder has
+  /// read the last frame. Only for results of at most `maxHeldPixels` pixels in all.
+  public func framewiseHeld(
+    _ what: String, maxHeldPixels: Int, _ operation: (VipsImage) throws(PipelineError) -> VipsImage
+  ) throws(PipelineError) -> VipsImage {
+    guard isAnimated else { return try operation(self) }
+    let frames = try allFrames()
+    var groups: [VipsImage] = []
+    var size: (width: Int, height: Int)?
+    for first in stride(from: 0, to: frames.count, by: Self.frameGroup) {
+      var done: [VipsImage] = []
+      for frame in frames[first..<min(frames.count, first + Self.frameGroup)] {
+        let result = try operation(frame)
+        if let size, result.width != size.width || result.height != size.height {
+          throw PipelineError(
+            .processingFailed,
+            "\(what) made frames of different sizes (\(size.width)×\(size.height) and \(result.width)×\(result.height)); "
+              + "an animation's frames must stay one size")
+        }
+        size = (result.width, result.height)
+        done.append(result)
+      }
+      let (area, overflow) = (size?.width ?? 0).multipliedReportingOverflow(by: size?.height ?? 0)
+      let (pixels, overflow2) = area.multipliedReportingOverflow(by: frames.count)
+      guard !overflow, !overflow2, pixels <= maxHeldPixels else { return try framewise(what, operation) }
+      groups.append(try VipsImage.joiningFrames(done, what).materialized())
+    }
+    return try VipsImage.joiningStrips(groups, page: size?.height ?? 1, what)
   }
 
   /// One join of strips (or frames) whose frames are `page` rows tall.
