@@ -85,7 +85,7 @@ public final class ImageServer: Sendable {
       maxBytes: configuration.maxSourceBytes, roots: configuration.root.map { [$0] } ?? [],
       allowedSchemes: configuration.root == nil ? ["http", "https"] : ["http", "https", "file"],
       transports: Fetcher.builtInTransports + [HTTPTransport(options: http)])
-    presets = configuration.presets.map { PresetLibrary(directory: $0, logger: logger) }
+    presets = configuration.presets.map { PresetLibrary(directory: $0, allowedRoot: configuration.root, logger: logger) }
     presets?.reload()
   }
 

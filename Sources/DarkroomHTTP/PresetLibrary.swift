@@ -47,9 +47,16 @@ public final class PresetLibrary: Sendable {
   /// The most preset files read from the folder.
   public static let maxPresets = 1_000
 
-  public init(directory: String, registry: StageRegistry = Darkroom.standardRegistry, logger: Logger) {
+  /// Where files that presets name (an `overlay`'s watermark) are read from, beneath it only: the
+  /// server's `root`; anywhere the process can read when `nil`.
+  public let allowedRoot: String?
+
+  public init(
+    directory: String, registry: StageRegistry = Darkroom.standardRegistry, allowedRoot: String? = nil, logger: Logger
+  ) {
     self.directory = directory
     self.registry = registry
+    self.allowedRoot = allowedRoot
     self.logger = logger
   }
 
@@ -124,7 +131,8 @@ public final class PresetLibrary: Sendable {
     guard case .object(var members) = try JSONParser.parse(text),
       case .array(let stages)? = members.first(where: { $0.key == "stages" })?.value
     else {
-      _ = try PipelineDefinition.load(json: text, registry: registry, defaultName: stem)
+      _ = try PipelineDefinition.load(
+        json: text, registry: registry, context: StageBuildContext(allowedRoot: allowedRoot), defaultName: stem)
       throw PipelineError(.invalidDefinition, "\(path): a preset needs a \"stages\" array")
     }
     var fallback: String?
@@ -150,7 +158,9 @@ public final class PresetLibrary: Sendable {
     members = members.map { $0.key == "stages" ? ($0.key, .array([.object([("stage", .string("fetch"))])] + stages)) : $0 }
     let graph: StageGraph
     do {
-      graph = try PipelineDefinition.load(json: JSONValue.object(members).jsonText, registry: registry, defaultName: stem)
+      graph = try PipelineDefinition.load(
+        json: JSONValue.object(members).jsonText, registry: registry, context: StageBuildContext(allowedRoot: allowedRoot),
+        defaultName: stem)
     } catch {
       var renumbered = error
       renumbered.message = "\(path): " + Self.renumbered(error.message)

@@ -46,7 +46,9 @@ public struct ThumborOperations: Sendable {
   public func stages(for url: ThumborURL, accept: String?) throws(PipelineError) -> Recipe {
     var settings = try FilterSettings(url.filters)
     try checkOutputSize(url, settings: settings)
-    var stages = [AnyStage(ImageDecoder(maxPixels: configuration.maxPixels))]
+    // A still format named by the URL takes the first frame: the other frames are not decoded.
+    let still = settings.format.map { ![.gif, .webp].contains($0) } ?? false
+    var stages = [AnyStage(ImageDecoder(maxPixels: configuration.maxPixels, animated: !still))]
     if url.trim {
       // thumbor trims first, before its crop and resize.
       stages.append(

@@ -2,6 +2,7 @@ import Darkroom
 import DarkroomHTTP
 import DarkroomHTTPTestServer
 import Foundation
+import Logging
 import Testing
 
 @Suite("presets, the fallback image and the configuration file")
@@ -127,5 +128,27 @@ struct PresetAndFallbackTests {
       .deletingLastPathComponent().appendingPathComponent("Docs/Server.md")
     let text = try String(contentsOf: docs, encoding: .utf8)
     for spec in ServerConfiguration.specs { #expect(text.contains("| `\(spec.name)` |"), "\(spec.name)") }
+  }
+}
+
+@Suite("presets naming files")
+struct PresetFileTests {
+  @Test("a preset's overlay watermark is read beneath the server's root: outside it, the preset does not load")
+  func watermarkBeneathRoot() throws {
+    let folder = try ServedFixtures.folder()
+    let root = folder + "/root"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    try Data(try ServedFixtures.png(width: 8, height: 8, alpha: true)).write(to: URL(fileURLWithPath: root + "/mark.png"))
+    try Data(try ServedFixtures.png(width: 8, height: 8, alpha: true)).write(to: URL(fileURLWithPath: folder + "/outside.png"))
+    func preset(_ image: String) -> String {
+      #"{"version": 1, "stages": [{"stage": "decode"}, {"stage": "overlay", "image": "\#(image)"}, {"stage": "encode", "format": "png"}]}"#
+    }
+    try preset(root + "/mark.png").write(toFile: folder + "/inside.json", atomically: true, encoding: .utf8)
+    try preset(root + "/../outside.png").write(toFile: folder + "/outside.json", atomically: true, encoding: .utf8)
+    let library = PresetLibrary(directory: folder, allowedRoot: root, logger: Logger(label: "presets"))
+    let problems = library.reload()
+    #expect(throws: Never.self) { _ = try library.preset(named: "inside") }
+    #expect(problems["outside"]?.message.contains("outside the allowed root") == true, "\(problems)")
+    #expect(throws: PipelineError.self) { _ = try library.preset(named: "outside") }
   }
 }

@@ -118,6 +118,8 @@ struct OperationDefinitionTests {
       try TestImages.encoded(.png(), width: 20, height: 10, quadrants: true), named: "mark.png", in: folder + "/root")
     try Data("not an image".utf8).write(to: URL(fileURLWithPath: folder + "/root/notes.png"))
     try Data(try TestImages.encoded(.png(), width: 4, height: 4).data).write(to: URL(fileURLWithPath: folder + "/outside.png"))
+    try Data(try TestImages.encoded(.png(), width: 4100, height: 2).data).write(
+      to: URL(fileURLWithPath: folder + "/root/long.png"))
     func load(_ image: String, root: String? = nil) throws -> StageGraph {
       let json =
         #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "overlay", "image": "# + "\"\(image)\""
@@ -132,7 +134,7 @@ struct OperationDefinitionTests {
     #expect(colour(try image.pixel(x: 4, y: 5), isNear: TestImages.Quadrant.red, tolerance: 30))
     for (path, expected) in [
       (folder + "/root/missing.png", "missing.png"), (folder + "/outside.png", "outside"),
-      (folder + "/root/notes.png", "not an image"),
+      (folder + "/root/notes.png", "not an image"), (folder + "/root/long.png", "2048 on each side"),
     ] {
       let error = #expect(throws: PipelineError.self) { _ = try load(path, root: folder + "/root") }
       let said = (error?.issues.map(\.message) ?? []).joined() + (error?.message ?? "")

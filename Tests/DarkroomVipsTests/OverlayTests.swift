@@ -78,6 +78,18 @@ struct OverlayTests {
     #expect(cut.width == 200 && cut.height == 100 && corner == Q.red)
   }
 
+  @Test("a tall, narrow watermark scaled to a wide image is cut to the image first; one pushed wholly outside changes nothing")
+  func extremes() async throws {
+    // 1×3000 scaled to a 3000-pixel-wide image would be 3000×9,000,000 (libvips aborted past 2^31 rows).
+    let tall = try ImageDecoder().decode(try TestImages.fetched(.png(), width: 1, height: 3000))
+    let wide = try ImageDecoder().decode(try TestImages.fetched(.png(), width: 3000, height: 10))
+    let covered = try await harness.run(try Overlay(watermark: tall, identity: "tall", gravity: .northwest, scale: 1), on: wide)
+    #expect(covered.width == 3000 && covered.height == 10)
+    let base = try base()
+    let away = try await harness.run(try Overlay(watermark: watermark(), identity: "q", gravity: .northwest, x: 65_535), on: base)
+    #expect(try meanDifference(away.image.materialized(), base.image) == 0)
+  }
+
   @Test("options out of range are refused, saying what is allowed")
   func refused() throws {
     for (opacity, scale, x) in [(1.5, nil, 0), (-0.1, nil, 0), (Double.nan, nil, 0), (1, 0.0, 0), (1, 2.0, 0), (1, nil, 70_000)]

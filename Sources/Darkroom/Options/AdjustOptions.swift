@@ -204,8 +204,10 @@ package struct OverlayOptions: StageOptions {
 
   /// The largest watermark file read, in bytes.
   public static let maxBytes = 16 << 20
-  /// The most pixels a watermark may have (2048 × 2048): it is held in memory for the run.
-  public static let maxPixels = 2048 * 2048
+  /// The longest side a watermark may have: it is held in memory for the run.
+  public static let maxSide = 2048
+  /// The most pixels a watermark may have (2048 × 2048).
+  public static let maxPixels = maxSide * maxSide
 
   public static let specs = [
     OptionSpec(
@@ -238,8 +240,20 @@ package struct OverlayOptions: StageOptions {
       file, limit: Self.maxBytes, path: image, shown: image, limitName: "a watermark's limit")
     let bytes = ImageBytes(UnsafeRawBufferPointer(buffer))
     buffer.deallocate()
-    let decoded = try ImageDecoder(maxPixels: Self.maxPixels, animated: false).decode(
-      FetchedData(source: ImageSource(path: image), bytes: bytes))
+    let decoded: DecodedImage
+    do {
+      decoded = try ImageDecoder(maxPixels: Self.maxPixels, animated: false).decode(
+        FetchedData(source: ImageSource(path: image), bytes: bytes))
+    } catch  where error.code == .imageTooLarge {
+      throw PipelineError(.imageTooLarge, "image: \(image) is larger than a watermark may be (2048×2048 pixels)")
+    } catch {
+      throw PipelineError(error.code, "image: \(image): \(error.message)", issues: error.issues)
+    }
+    guard decoded.width <= Self.maxSide, decoded.height <= Self.maxSide else {
+      throw PipelineError(
+        .imageTooLarge,
+        "image: \(image) is \(decoded.width)×\(decoded.height) pixels; a watermark is at most \(Self.maxSide) on each side")
+    }
     return try Overlay(
       watermark: decoded, identity: RequestDigest.hex(of: bytes.data, bytes: 8),
       gravity: Gravity(rawValue: gravity) ?? .southeast,

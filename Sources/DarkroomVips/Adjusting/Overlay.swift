@@ -75,6 +75,10 @@ public struct Overlay: PixelOperation {
     if let scale {
       let width = max(1, Int((Double(base.width) * scale).rounded()))
       let factor = Double(width) / Double(mark.width)
+      // Rows that would land past the image's height are cut first: a tall, narrow watermark
+      // scaled to a wide image would otherwise be taller than libvips can address.
+      let rows = min(mark.height, Int((Double(base.height) / factor).rounded(.up)) + 1)
+      if rows < mark.height { mark = try mark.cropped(x: 0, y: 0, width: mark.width, height: max(1, rows)) }
       mark = try mark.resized(horizontal: factor, vertical: factor, kernel: .lanczos3)
     }
     let composed: VipsImage
@@ -90,6 +94,8 @@ public struct Overlay: PixelOperation {
       let south = [.southwest, .south, .southeast].contains(gravity)
       let left = origin.x + (east ? -x : x)
       let top = origin.y + (south ? -y : y)
+      // Wholly outside: nothing to compose (and libvips takes positions within ±10,000,000 only).
+      guard left < base.width, top < base.height, left > -mark.width, top > -mark.height else { return base }
       composed = try base.derive("overlaying the watermark") {
         dr_composite_over($0, mark.pointer, Int32(clamping: left), Int32(clamping: top), $1)
       }

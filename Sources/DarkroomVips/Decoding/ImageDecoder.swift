@@ -133,7 +133,15 @@ public struct ImageDecoder: Stage {
         source: input.source.description)
     }
     try guardHeader(format, of: input)
-    let image = try ImageDecoder.load(format, from: input.bytes, source: input.source)
+    let image: VipsImage
+    do {
+      image = try ImageDecoder.load(format, from: input.bytes, source: input.source)
+    } catch  where lenient && error.code == .corruptImage && (format == .gif || format == .webp) {
+      // GIF and WebP loaders read every frame's header first: damage there fails the header, so
+      // a lenient decoder reads it again without a failure threshold (the image is then partial).
+      image = try ImageDecoder.load(format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source)
+      dr_mark(image.pointer, ImageDecoder.partialMark)
+    }
     try checkPixelLimit(width: image.width, height: image.height, format: format, source: input.source)
     if image.bands > ImageDecoder.maxBands {
       // Found by fuzzing: a 173-byte TIFF declaring 65535×900 pixels (inside maxPixels) with 900
@@ -145,15 +153,27 @@ public struct ImageDecoder: Stage {
     }
     try guardHeldImage(format, image: image, heif: heif, jpeg: jpeg, input: input)
     if animated, format == .gif || format == .webp, image.declaredPages > 1 {
-      return (
-        format, try loadAnimation(format, frames: image.declaredPages, width: image.width, height: image.height, input: input)
-      )
+      let frames = image.declaredPages
+      do {
+        return (format, try loadAnimation(format, frames: frames, width: image.width, height: image.height, input: input))
+      } catch  where lenient && error.code == .corruptImage {
+        let relaxed = try loadAnimation(
+          format, frames: frames, width: image.width, height: image.height, input: input, failOn: VIPS_FAIL_ON_NONE)
+        dr_mark(relaxed.pointer, ImageDecoder.partialMark)
+        return (format, relaxed)
+      }
     }
     if format == .tiff, dr_tiff_is_tiled_planar(input.bytes.baseAddress, input.bytes.count) != 0 {
       return (format, try ImageDecoder.loadPlanarTIFF(input, maxPixels: maxPixels))
     }
     return (format, image)
   }
+
+  /// The mark a lenient decoder leaves on an image it had to read without a failure threshold.
+  static let partialMark = "darkroom-partial"
+
+  /// The tallest strip of frames libvips addresses (`VIPS_MAX_COORD`).
+  static let maxStripHeight = 10_000_000
 
   /// Every frame of an animated GIF or WebP, after checking the frame count against
   /// ``maxFrames`` and canvas × frames against ``maxPixels``.
@@ -176,6 +196,14 @@ public struct ImageDecoder: Stage {
         "the \(format)'s \(frames) frames of \(width)×\(height) pixels make "
           + "\(overflow || overflow2 ? "more than \(Int.max)" : String(pixels)) pixels, over the limit of \(maxPixels) (maxPixels, "
           + "which counts every frame); raise maxPixels, or decode with \"animated\": false to take the first frame",
+        source: source)
+    }
+    let (rows, tooMany) = height.multipliedReportingOverflow(by: frames)
+    guard !tooMany, rows <= Self.maxStripHeight else {
+      throw PipelineError(
+        .imageTooLarge,
+        "the \(format)'s \(frames) frames of \(width)×\(height) pixels stack \(height) × \(frames) rows high, over the "
+          + "\(Self.maxStripHeight) rows libvips addresses; decode with \"animated\": false to take the first frame",
         source: source)
     }
     guard let code = format.shimFormat else {
@@ -219,19 +247,22 @@ public struct ImageDecoder: Stage {
     rotate: Bool = true
   ) throws(PipelineError) -> DecodedImage {
     var image = loaded
-    var partial = false
+    var partial = dr_marked(loaded.pointer, ImageDecoder.partialMark) != 0
     if lenient {
       do {
         image = try image.materialized()
       } catch  where error.code == .corruptImage {
-        let relaxed =
-          loaded.isAnimated
-          ? try loadAnimation(
+        if loaded.isAnimated {
+          // The frames that decode, up to the first that does not.
+          image = try loadAnimation(
             format, frames: loaded.frameCount, width: loaded.width, height: loaded.frameHeight, input: input,
-            failOn: VIPS_FAIL_ON_NONE)
-          : try ImageDecoder.load(
-            format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale)
-        image = try relaxed.materialized()
+            failOn: VIPS_FAIL_ON_NONE
+          ).leadingDecodableFrames()
+        } else {
+          image = try ImageDecoder.load(
+            format, from: input.bytes, failOn: VIPS_FAIL_ON_NONE, source: input.source, shrink: shrink, scale: scale
+          ).materialized()
+        }
         partial = true
       }
     }

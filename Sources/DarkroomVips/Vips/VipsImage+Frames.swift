@@ -65,6 +65,20 @@ extension VipsImage {
     return try VipsImage.joiningFrames(frames, what)
   }
 
+  /// The frames that decode, from the first up to the one before the first that does not, held in
+  /// memory as a strip (a lenient decoder's partial animation); `corruptImage` when not even the
+  /// first frame decodes.
+  func leadingDecodableFrames() throws(PipelineError) -> VipsImage {
+    guard isAnimated else { return try materialized() }
+    var decoded: [VipsImage] = []
+    for frame in try allFrames() {
+      guard let held = try? frame.materialized() else { break }
+      decoded.append(held)
+    }
+    guard !decoded.isEmpty else { return try frame(0).materialized() }
+    return decoded.count == 1 ? decoded[0] : try VipsImage.joiningFrames(decoded, "keeping the frames that decode")
+  }
+
   /// How many images one split or join touches at most. libvips checks an image's links to the
   /// images it feeds each time a region is made on them, so one strip cut into 1,000 frames (or
   /// 1,000 frames joined at once) costs time with the square of the frames; groups keep it linear.
