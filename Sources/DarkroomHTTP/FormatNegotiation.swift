@@ -4,7 +4,8 @@ import DarkroomCore
 /// filter) from the request's `Accept` header.
 ///
 /// The first format of ``preferred`` (AVIF, then WebP, by default) that `Accept` names with a
-/// quality above 0 is chosen (wildcards do not count); otherwise JPEG, or PNG for an image with alpha. The answer says
+/// quality above 0 is chosen (wildcards do not count); otherwise JPEG, or PNG for an image with alpha.
+/// An animated source gets WebP when `Accept` names it, else GIF (``Choice/animatedFormat``). The answer says
 /// whether it depended on `Accept` (then the response carries `Vary: Accept`, and the chosen format
 /// is part of the result-cache key). An `Accept` header is read up to 4,096 bytes and 64 entries;
 /// what does not parse is ignored, as a browser's header never needs it.
@@ -24,10 +25,14 @@ public struct FormatNegotiation: Sendable {
   public struct Choice: Sendable, Equatable {
     public var format: ImageFormat
     public var variesOnAccept: Bool
+    /// The format for an animated source: WebP when `Accept` names it (and WebP is preferred),
+    /// else GIF, which every client reads.
+    public var animatedFormat: ImageFormat
 
-    public init(format: ImageFormat, variesOnAccept: Bool) {
+    public init(format: ImageFormat, variesOnAccept: Bool, animatedFormat: ImageFormat = .gif) {
       self.format = format
       self.variesOnAccept = variesOnAccept
+      self.animatedFormat = animatedFormat
     }
   }
 
@@ -36,10 +41,12 @@ public struct FormatNegotiation: Sendable {
     let fallback: ImageFormat = hasAlpha ? .png : .jpeg
     guard !preferred.isEmpty else { return Choice(format: fallback, variesOnAccept: false) }
     let ranges = Self.ranges(accept ?? "")
+    let animated: ImageFormat =
+      preferred.contains(.webp) && Self.quality(of: ImageFormat.webp.mimeType, in: ranges) > 0 ? .webp : .gif
     for format in preferred where Self.quality(of: format.mimeType, in: ranges) > 0 {
-      return Choice(format: format, variesOnAccept: true)
+      return Choice(format: format, variesOnAccept: true, animatedFormat: animated)
     }
-    return Choice(format: fallback, variesOnAccept: true)
+    return Choice(format: fallback, variesOnAccept: true, animatedFormat: animated)
   }
 
   /// The media ranges of an `Accept` header with their qualities (1 when not given).

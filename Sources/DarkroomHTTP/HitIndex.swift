@@ -19,8 +19,11 @@ final class HitIndex: Sendable {
   /// An index holding keys of at most `bytes` bytes in all.
   init(bytes: Int) { entries = MemoryCache(costLimit: bytes) }
 
-  /// The index key of a request: its path and the format its `Accept` picks.
-  static func key(path: String, choice: ImageFormat) -> String { path + "\u{1F}" + choice.rawValue }
+  /// The index key of a request: its path and the formats its `Accept` picks (for a still source
+  /// and for an animated one).
+  static func key(path: String, choice: FormatNegotiation.Choice) -> String {
+    path + "\u{1F}" + choice.format.rawValue + "\u{1F}" + choice.animatedFormat.rawValue
+  }
 
   func entry(for key: String) -> Entry? { entries.value(forKey: key) }
 

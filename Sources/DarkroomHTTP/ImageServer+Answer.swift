@@ -62,7 +62,7 @@ extension ImageServer {
       case .webp: chosen.format = .webp(quality: quality ?? configuration.quality, lossless: lossless, effort: effort ?? 4)
       default: chosen.format = .jpegOrPNG(quality: quality ?? configuration.quality)
       }
-      chosen.format = ThumborOperations.animating(chosen.format)
+      chosen.format = ThumborOperations.animating(chosen.format, as: choice.animatedFormat, quality: configuration.quality)
       stages[stages.count - 1] = AnyStage(chosen)
       varies = !negotiation.preferred.isEmpty
     }
@@ -115,7 +115,7 @@ extension ImageServer {
 
   /// The hit index's key for `request`.
   func hitIndexKey(_ request: ImageRequest) -> String {
-    HitIndex.key(path: request.path, choice: negotiation.choose(accept: request.accept, hasAlpha: false).format)
+    HitIndex.key(path: request.path, choice: negotiation.choose(accept: request.accept, hasAlpha: false))
   }
 
   /// The answer from memory for a URL answered before, without reading it into stages again.

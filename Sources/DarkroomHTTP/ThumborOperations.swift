@@ -137,19 +137,19 @@ public struct ThumborOperations: Sendable {
     if let named = settings.format { return (Self.format(named, quality: quality, qualityGiven: settings.qualityGiven), false) }
     let choice = negotiation.choose(accept: accept, hasAlpha: false)
     let varies = !negotiation.preferred.isEmpty
-    if negotiation.preferred.contains(choice.format) {
-      return (Self.animating(Self.format(choice.format, quality: quality, qualityGiven: settings.qualityGiven)), varies)
-    }
-    return (Self.animating(.jpegOrPNG(quality: quality)), varies)
+    let still =
+      negotiation.preferred.contains(choice.format)
+      ? Self.format(choice.format, quality: quality, qualityGiven: settings.qualityGiven) : .jpegOrPNG(quality: quality)
+    return (Self.animating(still, as: choice.animatedFormat, quality: quality), varies)
   }
 
   /// A negotiated format that an animated source keeps moving in: WebP and GIF as they are;
-  /// anything else (AVIF, JPEG, PNG) becomes GIF for an animation, which every client reads, so
-  /// the answer depends only on the choice the result cache keys on.
-  static func animating(_ format: EncodeFormat) -> EncodeFormat {
+  /// anything else (AVIF, JPEG, PNG) becomes `animated` (WebP when the client named it, else GIF)
+  /// for an animation. Both formats come from `Accept`, and the hit index keys on both.
+  static func animating(_ format: EncodeFormat, as animated: ImageFormat, quality: Int) -> EncodeFormat {
     switch format {
     case .webp, .gif: format
-    default: .stillOrAnimated(still: format, animated: .gif())
+    default: .stillOrAnimated(still: format, animated: animated == .webp ? .webp(quality: quality) : .gif())
     }
   }
 

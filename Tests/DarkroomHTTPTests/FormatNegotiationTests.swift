@@ -35,6 +35,15 @@ struct FormatNegotiationTests {
     #expect(none.choose(accept: "image/avif", hasAlpha: true) == FormatNegotiation.Choice(format: .png, variesOnAccept: false))
   }
 
+  @Test("an animated source gets WebP when Accept names it and WebP is preferred, else GIF")
+  func animated() {
+    #expect(negotiation.choose(accept: "image/avif,image/webp,*/*", hasAlpha: false).animatedFormat == .webp)
+    #expect(negotiation.choose(accept: "image/avif,*/*", hasAlpha: false).animatedFormat == .gif)
+    #expect(negotiation.choose(accept: "image/webp;q=0", hasAlpha: false).animatedFormat == .gif)
+    #expect(negotiation.choose(accept: nil, hasAlpha: false).animatedFormat == .gif)
+    #expect(FormatNegotiation(preferred: [.avif]).choose(accept: "image/webp", hasAlpha: false).animatedFormat == .gif)
+  }
+
   @Test("a hostile Accept header is read only up to its bounds")
   func hostile() {
     let long = String(repeating: "x/y;q=0.1,", count: 100_000) + "image/avif"
