@@ -88,6 +88,14 @@ struct AnimationTests {
     let encoded = try await PipelineExecutor().start(graph, input: Self.fetched(Self.sample()), as: EncodedImage.self).value
     let back = try decodeBack(encoded).image
     #expect(back.frameCount == 4 && back.width == 30 && back.frameHeight == 20 && back.frameDelays == Self.delays)
+    // To a format of one image, the fused decoder decodes the first frame alone.
+    let still = try StageGraph(
+      name: "still", stages: [AnyStage(ImageDecoder()), AnyStage(Resizer(width: 30, height: 30)), AnyStage(ImageEncoder(.png()))])
+    #expect(still.runnableStages.first?.identifier.hasSuffix("first-frame") == true)
+    let png = try await PipelineExecutor().start(still, input: Self.fetched(Self.sample()), as: EncodedImage.self).value
+    let first = try decodeBack(png).image
+    #expect(!first.isAnimated && first.width == 30 && first.height == 20)
+    #expect(graph.runnableStages.first?.identifier.hasSuffix("first-frame") == false)
   }
 
   @Test("crops and operations apply to every frame; trim decides by the first frame")

@@ -49,6 +49,15 @@ public indirect enum EncodeFormat: Sendable, Hashable {
     }
   }
 
+  /// Whether this writes one image whatever it is given (JPEG, PNG, AVIF): an animation's first
+  /// frame. `.auto` and `.stillOrAnimated` may keep an animation.
+  public var holdsOneFrame: Bool {
+    switch self {
+    case .jpeg, .png, .avif, .jpegOrPNG: true
+    case .webp, .gif, .auto, .stillOrAnimated: false
+    }
+  }
+
   /// The file format this writes (`nil` for `.auto` and `.jpegOrPNG`).
   public var imageFormat: ImageFormat? {
     switch self {

@@ -12,7 +12,10 @@ extension ImageDecoder: FusibleStage {
       rest = rest.dropFirst()
     }
     guard let resizer = rest.first?.base as? Resizer else { return nil }
-    let stage = ShrinkOnLoadDecoder(decoder: self, crop: crop, resizer: resizer)
+    // An encoder to a format that holds one image needs one frame: the others are not decoded.
+    let encoder = rest.dropFirst().lazy.compactMap { $0.base as? ImageEncoder }.first
+    var stage = ShrinkOnLoadDecoder(decoder: self, crop: crop, resizer: resizer)
+    stage.firstFrameOnly = encoder.map { $0.format.holdsOneFrame } ?? false
     let kinds = [ImageDecoder.kind] + (crop == nil ? [] : [Cropper.kind]) + [Resizer.kind]
     return FusedStage(
       AnyStage(stage, kind: kinds.joined(separator: "+"), identifier: stage.identifier, fusedKinds: kinds),
@@ -31,9 +34,17 @@ package struct ShrinkOnLoadDecoder: Stage {
   public let decoder: ImageDecoder
   public let crop: Cropper?
   public let resizer: Resizer
+  /// The pipeline's encoder writes a format that holds one image: an animation's first frame is
+  /// the only one decoded.
+  public var firstFrameOnly = false
+
+  public init(decoder: ImageDecoder, crop: Cropper?, resizer: Resizer) {
+    (self.decoder, self.crop, self.resizer) = (decoder, crop, resizer)
+  }
 
   public var identifier: String {
-    [decoder.identifier, crop?.identifier, resizer.identifier].compactMap { $0 }.joined(separator: "|")
+    [decoder.identifier, crop?.identifier, resizer.identifier, firstFrameOnly ? "first-frame" : nil].compactMap { $0 }
+      .joined(separator: "|")
   }
 
   public func process(_ input: FetchedData, context: StageContext) async throws -> DecodedImage {
@@ -51,6 +62,8 @@ package struct ShrinkOnLoadDecoder: Stage {
   }
 
   func run(_ input: FetchedData) throws(PipelineError) -> DecodedImage {
+    var decoder = decoder
+    if firstFrameOnly { decoder.animated = false }
     let header = try decoder.loadHeader(input)
     if header.image.isAnimated {
       // Every frame at full size, then the stages as they run unfused (GIF has no shrink-on-load).
