@@ -51,7 +51,8 @@ struct OverlayTests {
     let blended = try pixel(half, 177, 87)
     #expect(colour(blended, isNear: expected, tolerance: 3), "\(blended) vs \(expected)")
     let none = try await harness.run(try Overlay(watermark: watermark(), identity: "q", x: 5, y: 5, opacity: 0), on: base)
-    #expect(try pixel(none, 177, 87) == under)
+    let unchanged = try pixel(none, 177, 87)
+    #expect(unchanged == under, "\(unchanged) vs \(under)")
   }
 
   @Test("scale sizes the watermark against the image's width; tile repeats it over all of it")

@@ -275,9 +275,17 @@ extension VipsImage {
   /// `self × factors + offsets`, band by band (one value for every band, or one per band), in
   /// float.
   func linear(_ what: String, times factors: [Double], plus offsets: [Double]) throws(PipelineError) -> VipsImage {
-    try factors.withUnsafeBufferPointer { a throws(PipelineError) in
-      try offsets.withUnsafeBufferPointer { b throws(PipelineError) in
-        try derive(what) { dr_linear($0, a.baseAddress, b.baseAddress, Int32(a.count), $1) }
+    // libvips reads n values from each array: a single value is repeated to the other's length
+    // (passing one offset beside four factors read three doubles past the array).
+    let count = max(factors.count, offsets.count)
+    let a = factors.count == 1 ? Array(repeating: factors[0], count: count) : factors
+    let b = offsets.count == 1 ? Array(repeating: offsets[0], count: count) : offsets
+    guard count > 0, a.count == count, b.count == count else {
+      throw PipelineError(.processingFailed, "\(what): \(factors.count) factors and \(offsets.count) offsets do not match")
+    }
+    return try a.withUnsafeBufferPointer { a throws(PipelineError) in
+      try b.withUnsafeBufferPointer { b throws(PipelineError) in
+        try derive(what) { dr_linear($0, a.baseAddress, b.baseAddress, Int32(count), $1) }
       }
     }
   }
