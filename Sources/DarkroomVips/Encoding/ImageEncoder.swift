@@ -79,9 +79,12 @@ public struct ImageEncoder: Stage {
     let concrete = format.resolved(for: input.sourceFormat, hasAlpha: input.image.hasAlpha, animated: input.image.isAnimated)
     // A `metadata` stage chose what the image keeps: what it left is written.
     let strip: Int32 = keepMetadata || input.image.metadataPruned ? 0 : 1
-    // Stripping removes the fields too: libvips 8.14's WebP saver writes EXIF, XMP and ICC even
-    // with `strip` set.
-    var image = strip == 1 ? try input.image.derive("removing metadata") { dr_prune_metadata($0, 0, 0, $1) } : input.image
+    // libvips 8.14's WebP saver writes EXIF, XMP and ICC even with `strip` set: for WebP the
+    // fields go first (and the chunks after, below). The other savers strip as asked.
+    var image = input.image
+    if strip == 1, case .webp = concrete {
+      image = try image.derive("removing metadata") { dr_prune_metadata($0, 0, 0, $1) }
+    }
     // GIF and WebP keep an animation's frames, delays and loop count; the other formats hold one
     // image: the first frame.
     switch concrete {
