@@ -9,7 +9,9 @@ turn, and the table shows medians over the rounds, the ratio of each peer's time
 The GIF is made here with Pillow (made deterministically: moving discs and a gradient over 100
 frames, delays of 40 to 120 ms). usage: bench_animation.py DARKROOM_BINARY [--rounds 5]
 """
-import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, statistics, sys, tempfile
+
+from bench_memory import measured
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -32,16 +34,6 @@ def make_gif(path):
         frames.append(frame.convert('P', palette=Image.Palette.ADAPTIVE, colors=256))
     delays = [40 + (i % 5) * 20 for i in range(FRAMES)]
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=delays, loop=0, optimize=False)
-
-
-def measured(cmd):
-    """Runs cmd; returns (exit code, seconds, peak RSS in MB, stderr tail)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    return os.waitstatus_to_exitcode(status), time.perf_counter() - t0, usage.ru_maxrss / 1024, err.decode(
-        errors='replace')[-300:]
 
 
 def check(path):

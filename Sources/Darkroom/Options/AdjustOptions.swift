@@ -1,5 +1,3 @@
-import Foundation
-
 /// JSON options of the `rotate` stage.
 package struct RotateOptions: StageOptions {
   public var angle: Int
@@ -231,21 +229,18 @@ package struct OverlayOptions: StageOptions {
 
   /// The stage, with the watermark read beneath `roots` and decoded.
   public func overlay(roots: [String]) throws -> Overlay {
-    let file = try FileTransport.openRegularFile(image, roots: roots, shown: image, wanted: "a watermark image")
-    defer { close(file.descriptor) }
-    guard file.size <= Self.maxBytes else {
-      throw PipelineError(.tooLarge, "image: \(image) is \(file.size) bytes, over the limit of \(Self.maxBytes) for a watermark")
+    let bytes = try FileTransport.readSmallFile(
+      image, roots: roots, wanted: "a watermark image", limit: Self.maxBytes, limitName: "a watermark's limit"
+    ) { size in
+      PipelineError(.tooLarge, "image: \(image) is \(size) bytes, over the limit of \(Self.maxBytes) for a watermark")
     }
-    let buffer = try FileTransport.readWhole(
-      file, limit: Self.maxBytes, path: image, shown: image, limitName: "a watermark's limit")
-    let bytes = ImageBytes(UnsafeRawBufferPointer(buffer))
-    buffer.deallocate()
     let decoded: DecodedImage
     do {
       decoded = try ImageDecoder(maxPixels: Self.maxPixels, animated: false).decode(
-        FetchedData(source: ImageSource(path: image), bytes: bytes))
+        FetchedData(source: ImageSource(path: image), bytes: ImageBytes(bytes)))
     } catch  where error.code == .imageTooLarge {
-      throw PipelineError(.imageTooLarge, "image: \(image) is larger than a watermark may be (2048×2048 pixels)")
+      throw PipelineError(
+        .imageTooLarge, "image: \(image) is larger than a watermark may be (\(Self.maxSide)×\(Self.maxSide) pixels)")
     } catch {
       throw PipelineError(error.code, "image: \(image): \(error.message)", issues: error.issues)
     }
@@ -255,7 +250,7 @@ package struct OverlayOptions: StageOptions {
         "image: \(image) is \(decoded.width)×\(decoded.height) pixels; a watermark is at most \(Self.maxSide) on each side")
     }
     return try Overlay(
-      watermark: decoded, identity: RequestDigest.hex(of: bytes.data, bytes: 8),
+      watermark: decoded, identity: RequestDigest.hex(of: bytes, bytes: 8),
       gravity: Gravity(rawValue: gravity) ?? .southeast,
       x: x, y: y, opacity: opacity, scale: scale, tile: tile)
   }

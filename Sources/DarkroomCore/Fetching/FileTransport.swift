@@ -152,6 +152,21 @@ package struct FileTransport: FetchTransport {
     return UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled)
   }
 
+  /// The whole of a small file a pipeline names (a CA bundle, a watermark), read when the pipeline
+  /// loads: opened as ``openRegularFile(_:roots:shown:wanted:)`` does, refused with `tooLarge`
+  /// (the error `tooLarge` makes from its size) when over `limit` bytes, and read whole.
+  package static func readSmallFile(
+    _ path: String, roots: [String], wanted: String, limit: Int, limitName: String,
+    tooLarge: (_ size: Int) -> PipelineError
+  ) throws -> [UInt8] {
+    let file = try openRegularFile(path, roots: roots, shown: path, wanted: wanted)
+    defer { close(file.descriptor) }
+    guard file.size <= limit else { throw tooLarge(file.size) }
+    let buffer = try readWhole(file, limit: limit, path: path, shown: path, limitName: limitName)
+    defer { buffer.deallocate() }
+    return Array(buffer)
+  }
+
   /// Opens `path` for reading beneath every root, returning the descriptor and the resolved path.
   ///
   /// The roots and the path are resolved with `realpath(3)` to decide whether the path is inside

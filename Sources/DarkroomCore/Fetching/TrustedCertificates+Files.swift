@@ -78,16 +78,13 @@ extension TrustedCertificates {
   }
 
   private static func read(_ path: String, roots: [String]) throws -> TrustedCertificates {
-    let file = try FileTransport.openRegularFile(path, roots: roots, shown: path, wanted: "a PEM file of CA certificates")
-    defer { close(file.descriptor) }
-    guard file.size <= maxBytes else {
-      throw PipelineError(
-        .tooLarge, "\(path) is \(file.size) bytes, over the limit of \(maxBytes) bytes for certificate authorities")
+    let pem = try FileTransport.readSmallFile(
+      path, roots: roots, wanted: "a PEM file of CA certificates", limit: maxBytes,
+      limitName: "the limit for certificate authorities"
+    ) { size in
+      PipelineError(.tooLarge, "\(path) is \(size) bytes, over the limit of \(maxBytes) bytes for certificate authorities")
     }
-    let buffer = try FileTransport.readWhole(
-      file, limit: maxBytes, path: path, shown: path, limitName: "the limit for certificate authorities")
-    defer { buffer.deallocate() }
-    return try TrustedCertificates(pem: Array(buffer), origin: path)
+    return try TrustedCertificates(pem: pem, origin: path)
   }
 
   /// Opens the directory `path` (beneath the roots, when there are some); returns its descriptor

@@ -50,19 +50,30 @@ extension VipsImage {
     -> VipsImage
   {
     guard isAnimated else { return try operation(self) }
-    var frames: [VipsImage] = []
-    frames.reserveCapacity(frameCount)
-    for frame in try allFrames() {
-      let done = try operation(frame)
-      if let first = frames.first, done.width != first.width || done.height != first.height {
+    var size: (width: Int, height: Int)?
+    return try VipsImage.joiningFrames(try VipsImage.applying(operation, to: allFrames()[...], size: &size, what), what)
+  }
+
+  /// `operation` on each of `frames`; every result must be of `size` (the first result's when
+  /// `size` is `nil`, which it then becomes).
+  private static func applying(
+    _ operation: (VipsImage) throws(PipelineError) -> VipsImage, to frames: ArraySlice<VipsImage>,
+    size: inout (width: Int, height: Int)?, _ what: String
+  ) throws(PipelineError) -> [VipsImage] {
+    var results: [VipsImage] = []
+    results.reserveCapacity(frames.count)
+    for frame in frames {
+      let result = try operation(frame)
+      if let size, result.width != size.width || result.height != size.height {
         throw PipelineError(
           .processingFailed,
-          "\(what) made frames of different sizes (\(first.width)×\(first.height) and \(done.width)×\(done.height)); "
+          "\(what) made frames of different sizes (\(size.width)×\(size.height) and \(result.width)×\(result.height)); "
             + "an animation's frames must stay one size")
       }
-      frames.append(done)
+      size = (result.width, result.height)
+      results.append(result)
     }
-    return try VipsImage.joiningFrames(frames, what)
+    return results
   }
 
   /// The frames that decode, from the first up to the one before the first that does not, held in
@@ -136,27 +147,25 @@ extension VipsImage {
   ) throws(PipelineError) -> VipsImage {
     guard isAnimated else { return try operation(self) }
     let frames = try allFrames()
-    var groups: [VipsImage] = []
     var size: (width: Int, height: Int)?
-    for first in stride(from: 0, to: frames.count, by: Self.frameGroup) {
-      var done: [VipsImage] = []
-      for frame in frames[first..<min(frames.count, first + Self.frameGroup)] {
-        let result = try operation(frame)
-        if let size, result.width != size.width || result.height != size.height {
-          throw PipelineError(
-            .processingFailed,
-            "\(what) made frames of different sizes (\(size.width)×\(size.height) and \(result.width)×\(result.height)); "
-              + "an animation's frames must stay one size")
-        }
-        size = (result.width, result.height)
-        done.append(result)
-      }
-      let (area, overflow) = (size?.width ?? 0).multipliedReportingOverflow(by: size?.height ?? 0)
-      let (pixels, overflow2) = area.multipliedReportingOverflow(by: frames.count)
-      guard !overflow, !overflow2, pixels <= maxHeldPixels else { return try framewise(what, operation) }
-      groups.append(try VipsImage.joiningFrames(done, what).materialized())
+    // The first frame's result says how large all of them are together.
+    var pending = try Self.applying(operation, to: frames.prefix(1), size: &size, what)
+    let page = size?.height ?? 1
+    let (area, overflow) = (size?.width ?? 0).multipliedReportingOverflow(by: page)
+    let (pixels, overflow2) = area.multipliedReportingOverflow(by: frames.count)
+    guard !overflow, !overflow2, pixels <= maxHeldPixels else {
+      return try Self.joiningFrames(pending + Self.applying(operation, to: frames.dropFirst(), size: &size, what), what)
     }
-    return try VipsImage.joiningStrips(groups, page: size?.height ?? 1, what)
+    var groups: [VipsImage] = []
+    for frame in frames.dropFirst() {
+      pending += try Self.applying(operation, to: [frame][...], size: &size, what)
+      if pending.count == Self.frameGroup {
+        groups.append(try Self.joiningFrames(pending, what).materialized())
+        pending = []
+      }
+    }
+    if !pending.isEmpty { groups.append(try Self.joiningFrames(pending, what).materialized()) }
+    return try Self.joiningStrips(groups, page: page, what)
   }
 
   /// One join of strips (or frames) whose frames are `page` rows tall.
