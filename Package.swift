@@ -43,7 +43,7 @@ let package = Package(
       pkgConfig: "vips",
       providers: [.apt(["libvips-dev"])]
     ),
-    .target(name: "CVipsShim", dependencies: ["CVips"], linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("z")]),
+    .target(name: "CVipsShim", dependencies: ["CVips"], linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("z"), .linkedLibrary("cgif")]),
     .systemLibrary(
       name: "CCurl",
       pkgConfig: "libcurl",

@@ -39,4 +39,5 @@ if [ ${#packages[@]} -gt 0 ]; then
 fi
 if [ "${1:-}" = "--bench" ]; then
   python3 -c 'import PIL' 2>/dev/null || python3 -m pip install -q pillow || echo "Pillow unavailable: the pillow peer will be skipped"
+  python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q numpy || echo "numpy unavailable: bench_animation.py cannot measure its error column"
 fi

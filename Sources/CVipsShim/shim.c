@@ -3,6 +3,7 @@
 #include <tiffio.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <string.h>
@@ -366,43 +367,6 @@ int dr_frame(VipsImage *in, int index, int page_height, VipsImage **out) {
   g_object_unref(area);
   if (failed) return -1;
   (void)vips_image_remove(*out, VIPS_META_PAGE_HEIGHT);
-  return 0;
-}
-
-int dr_join_frames(VipsImage **frames, int n, int page_height, VipsImage **out) {
-  if (n < 1 || page_height < 1) {
-    vips_error("darkroom", "no frames to join");
-    return -1;
-  }
-  /* vips_arrayjoin makes every cell as large as the largest image: a shorter last strip (a
-   * group of fewer frames) is joined below the others instead. */
-  VipsImage *joined = NULL;
-  int shorter = n > 1 && frames[n - 1]->Ysize != frames[0]->Ysize;
-  int equal = shorter ? n - 1 : n;
-  for (int i = 1; i < equal; i++) {
-    if (frames[i]->Ysize != frames[0]->Ysize) {
-      vips_error("darkroom", "only the last strip of frames may be shorter");
-      return -1;
-    }
-  }
-  if (equal == 1) {
-    joined = frames[0];
-    g_object_ref(joined);
-  } else if (vips_arrayjoin(frames, &joined, equal, "across", 1, NULL)) {
-    return -1;
-  }
-  if (shorter) {
-    VipsImage *below = NULL;
-    int failed = vips_join(joined, frames[n - 1], &below, VIPS_DIRECTION_VERTICAL, NULL);
-    g_object_unref(joined);
-    if (failed) return -1;
-    joined = below;
-  }
-  int failed = vips_copy(joined, out, NULL);
-  g_object_unref(joined);
-  if (failed) return -1;
-  vips_image_set_int(*out, VIPS_META_PAGE_HEIGHT, page_height);
-  vips_image_set_int(*out, VIPS_META_N_PAGES, (*out)->Ysize / page_height);
   return 0;
 }
 

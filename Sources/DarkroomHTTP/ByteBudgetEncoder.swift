@@ -19,7 +19,7 @@ struct ByteBudgetEncoder: Stage {
   }
 
   func encode(_ input: DecodedImage) throws(PipelineError) -> EncodedImage {
-    let held = input.with(try input.image.materialized())
+    let held = input.reshaped(try input.image.materialized())
     let first = try encoder.encode(held)
     // What the format is for this image: `jpegOrPNG` is PNG (lossless) for an image with alpha.
     let concrete = encoder.format.resolved(

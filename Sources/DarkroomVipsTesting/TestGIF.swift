@@ -34,13 +34,15 @@ public struct TestGIF: Sendable {
     public var disposal: Disposal
     /// The palette index drawn as transparent, if any.
     public var transparent: UInt8?
+    /// The frame's own colour table (up to 256 RGB colours), used instead of the global one.
+    public var palette: [[UInt8]]?
 
     public init(
       x: Int = 0, y: Int = 0, width: Int, height: Int, indices: [UInt8], delay: Int, disposal: Disposal = .none,
-      transparent: UInt8? = nil
+      transparent: UInt8? = nil, palette: [[UInt8]]? = nil
     ) {
       (self.x, self.y, self.width, self.height, self.indices) = (x, y, width, height, indices)
-      (self.delay, self.disposal, self.transparent) = (delay, disposal, transparent)
+      (self.delay, self.disposal, self.transparent, self.palette) = (delay, disposal, transparent, palette)
     }
   }
 
@@ -66,14 +68,15 @@ public struct TestGIF: Sendable {
     var out = Array("GIF89a".utf8)
     out += Self.word(width) + Self.word(height)
     out += [0xF7, background, 0]  // a global table of 256 colours
-    for index in 0..<256 { out += index < palette.count ? Array(palette[index].prefix(3)) : [0, 0, 0] }
+    out += Self.table(palette)
     if let loop {
       out += [0x21, 0xFF, 11] + Array("NETSCAPE2.0".utf8) + [3, 1] + Self.word(loop) + [0]
     }
     for frame in frames {
       let flags = frame.disposal.rawValue << 2 | (frame.transparent == nil ? 0 : 1)
       out += [0x21, 0xF9, 4, flags] + Self.word(frame.delay / 10) + [frame.transparent ?? 0, 0]
-      out += [0x2C] + Self.word(frame.x) + Self.word(frame.y) + Self.word(frame.width) + Self.word(frame.height) + [0]
+      out += [0x2C] + Self.word(frame.x) + Self.word(frame.y) + Self.word(frame.width) + Self.word(frame.height)
+      if let local = frame.palette { out += [0x87] + Self.table(local) } else { out.append(0) }
       out.append(8)  // LZW minimum code size
       let data = Self.lzw(frame.indices)
       var offset = 0
@@ -87,6 +90,11 @@ public struct TestGIF: Sendable {
     }
     out.append(0x3B)
     return out
+  }
+
+  /// 256 RGB entries: the colours given, then black.
+  static func table(_ colours: [[UInt8]]) -> [UInt8] {
+    (0..<256).flatMap { index in index < colours.count ? Array(colours[index].prefix(3)) : [0, 0, 0] }
   }
 
   static func word(_ value: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)] }

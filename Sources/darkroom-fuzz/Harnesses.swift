@@ -80,6 +80,12 @@ enum Harness: String, CaseIterable {
       let resized = try? Resizer(width: 300, height: 300, mode: .fit).resize(decoded)
     else { return }
     _ = try? ImageEncoder(.jpeg(quality: 80)).encode(resized)
+    // A GIF keeps its own colour tables: the table walk and the mapped encoder on every frame.
+    if decoded.sourceFormat == .gif, let again = try? ImageDecoder().decode(fetched),
+      let small = try? Resizer(width: 64, height: 64, mode: .fit).resize(again)
+    {
+      _ = try? ImageEncoder(.gif()).encode(small)
+    }
   }
 
   /// A scratch directory with a disk store holding one entry, and an image-table format.

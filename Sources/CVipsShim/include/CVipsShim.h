@@ -100,6 +100,21 @@ int dr_webpsave_buffer(VipsImage *in, int quality, int lossless, int effort, int
 int dr_avifsave_buffer(VipsImage *in, int quality, int effort, int lossless, int strip, void **buf, size_t *len);
 int dr_gifsave_buffer(VipsImage *in, int effort, int strip, void **buf, size_t *len);
 
+// One GIF colour table for dr_gifsave_mapped: `count` RGB triples (1 to 256), and the entry that
+// stands for transparent pixels (alpha below 128), or -1.
+typedef struct {
+  const unsigned char *colours;
+  int count;
+  int transparent;
+} DrGifTable;
+
+// Writes `in` (8-bit RGB or RGBA, `frame_count` frames of its page height) as a GIF whose frame i
+// is mapped, without dithering, onto tables[frame_tables[i]]: the source GIF's own colours, as
+// gifsicle keeps them, instead of quantising every frame again. Delays and loop count come from
+// the image's metadata. The result is g_malloc'd.
+int dr_gifsave_mapped(
+  VipsImage *in, const DrGifTable *tables, int table_count, const int *frame_tables, int frame_count, void **buf, size_t *len);
+
 // libvips reports many loader problems (a damaged PNG header, say) only as GLib warnings in the
 // "VIPS" log domain, not in its error buffer. dr_init installs a handler that keeps the last such
 // warning per thread (instead of printing it); dr_take_warning copies it into `buffer` (at most
@@ -115,6 +130,7 @@ int dr_image_to_pixels(VipsImage *in, void **pixels, size_t *length);
 // A copy of `in` with the EXIF orientation tag set (written into EXIF when saved with metadata).
 int dr_with_orientation(VipsImage *in, int orientation, VipsImage **out);
 
+
 // Animations. A GIF or animated WebP loads as a strip of frames, one under the other, each
 // `page-height` pixels tall, with its `delay` array (ms per frame) and `loop` count.
 // dr_load_animation loads every frame (n=-1) of a GIF or WebP held in memory.
@@ -127,8 +143,26 @@ int dr_page_height_field(VipsImage *in);
 // page-height field, so that an operation on it sees a still image).
 int dr_frame(VipsImage *in, int index, int page_height, VipsImage **out);
 // Frames (or strips of frames) of one width joined into a strip, one under the other, with
-// page-height set to `page_height` (and the first image's delay and loop fields).
+// page-height set to `page_height` (and the first image's delay and loop fields). Each reading
+// thread keeps a region on the input it reads instead of making one per piece of output.
 int dr_join_frames(VipsImage **frames, int n, int page_height, VipsImage **out);
+// Makes frame `index` of an animation when it is first read: returns the image (borrowed) and sets
+// `owner` to what keeps it (and the memory it reads) alive, or returns NULL with the reason in
+// libvips' error buffer.
+typedef struct {
+  VipsImage *(*make)(void *context, int index, void **owner);
+  void (*release_owner)(void *owner);
+  void (*release_context)(void *context);
+  void *context;
+} DrFrameMaker;
+
+// `n` frames the size and kind of `first` as a strip like dr_join_frames', each made by `maker`
+// when it is first read and let go once all its rows have been read (made again if read again),
+// so that one frame's pipeline lives at a time. The strip owns `maker.context` (released even on
+// failure).
+int dr_join_made_frames(VipsImage *first, int n, DrFrameMaker maker, VipsImage **out);
+// Puts `text` in libvips' error buffer (vips_error is variadic, which Swift cannot call).
+void dr_note_error(const char *text);
 // The frame delays in ms: at most `max` into `delays`, how many the image has returned (0: none).
 int dr_frame_delays(VipsImage *in, int *delays, int max);
 // A copy of `in` whose delay array is its own: libvips' WebP saver rewrites the array in place,

@@ -62,7 +62,8 @@ extension PixelOperation {
   public func process(_ input: DecodedImage, context: StageContext) async throws -> DecodedImage {
     let operation = self
     return try await VipsKillScope.blocking(context, inputs: [input.image]) {
-      input.with(try operation.applyToFrames(of: input.image))
+      let result = try operation.applyToFrames(of: input.image)
+      return operation is any ColourKeeping ? input.reshaped(result) : input.with(result)
     }
   }
 
@@ -71,3 +72,12 @@ extension PixelOperation {
     try image.framewise(identifier) { frame throws(PipelineError) in try apply(to: frame) }
   }
 }
+
+/// An operation that only moves pixels (or drops them) and makes no colour that was not there: a
+/// GIF source's colour tables still fit its result.
+package protocol ColourKeeping {}
+
+extension Rotator: ColourKeeping {}
+extension Flipper: ColourKeeping {}
+extension Trimmer: ColourKeeping {}
+extension MetadataKeeper: ColourKeeping {}

@@ -77,11 +77,11 @@ public struct Cropper: Stage {
     let image = input.image
     if case .smart(let w, let h, let strategy) = region {
       // One frame's interesting part is not the next one's: an animation is cropped at the centre.
-      guard image.isAnimated else { return input.with(try image.smartCropped(width: w, height: h, strategy: strategy)) }
+      guard image.isAnimated else { return input.reshaped(try image.smartCropped(width: w, height: h, strategy: strategy)) }
       return try Cropper(.box(width: w, height: h, gravity: .centre)).crop(input)
     }
     guard let rect = region.rectangle(inWidth: input.width, height: input.height) else { return input }
-    return input.with(
+    return input.reshaped(
       try image.framewise("crop") { frame throws(PipelineError) in
         try frame.cropped(x: rect.x, y: rect.y, width: rect.width, height: rect.height)
       })

@@ -31,6 +31,10 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
   /// The shared live image this one came from (a `share` decoder), kept alive by every value
   /// derived from it.
   package var liveImage: LiveDecodedImage?
+  /// The GIF file the pixels were decoded from, while every stage since only moved, scaled or cut
+  /// them (``reshaped(_:)``): a GIF encoder then maps the frames onto the source's own colour
+  /// tables instead of quantising them again. Any other change of pixels (``with(_:)``) drops it.
+  package var gifSource: ImageBytes?
 
   public init(
     source: ImageSource, image: VipsImage, sourceFormat: ImageFormat, sourceWidth: Int, sourceHeight: Int, partial: Bool = false
@@ -52,6 +56,15 @@ public struct DecodedImage: Sendable, PipelineValue, SummarizableOutput {
 
   /// A copy with other pixels.
   public func with(_ image: VipsImage) -> DecodedImage {
+    var copy = self
+    copy.image = image
+    copy.gifSource = nil
+    return copy
+  }
+
+  /// A copy with pixels that are these ones moved, scaled, turned or cut, and no other colours
+  /// than theirs (so a GIF source's colour tables still fit them).
+  package func reshaped(_ image: VipsImage) -> DecodedImage {
     var copy = self
     copy.image = image
     return copy

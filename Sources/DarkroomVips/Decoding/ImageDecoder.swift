@@ -275,6 +275,7 @@ public struct ImageDecoder: Stage {
     var decoded = DecodedImage(
       source: input.source, image: image, sourceFormat: format, sourceWidth: width, sourceHeight: height, partial: partial)
     decoded.sourceFrames = format == .gif || format == .webp ? loaded.declaredPages : 1
+    if format == .gif { decoded.gifSource = input.bytes }
     return decoded
   }
 

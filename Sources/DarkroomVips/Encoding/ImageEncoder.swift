@@ -123,7 +123,14 @@ public struct ImageEncoder: Stage {
       written = .avif
     case .gif(let effort):
       image = try image.eightBitSRGB(keepGrey: false)
-      status = dr_gifsave_buffer(image.pointer, Int32(effort), strip, &buffer, &length)
+      // A GIF source that was only moved, scaled or cut keeps its own colour tables.
+      if let source = input.gifSource.flatMap(GIFColourTables.init),
+        let plan = GIFTablePlan(source: source, frames: image.frameCount, hasAlpha: image.hasAlpha)
+      {
+        (status, buffer, length) = plan.save(image)
+      } else {
+        status = dr_gifsave_buffer(image.pointer, Int32(effort), strip, &buffer, &length)
+      }
       written = .gif
     case .auto, .jpegOrPNG, .stillOrAnimated:
       throw PipelineError(.encodeFailed, "no output format could be chosen for a \(input.sourceFormat) source")

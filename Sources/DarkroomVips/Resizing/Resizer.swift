@@ -124,10 +124,11 @@ public struct Resizer: Stage {
   /// Resizes synchronously (call from a blocking-pool thread).
   public func resize(_ input: DecodedImage) throws(PipelineError) -> DecodedImage {
     let target = scaledSize(inputWidth: input.width, inputHeight: input.height)
-    guard input.image.isAnimated else { return input.with(try apply(to: input.image, scaledTo: target)) }
+    guard input.image.isAnimated else { return keepingColours(input, try apply(to: input.image, scaledTo: target)) }
     // Every frame alike; a smart crop would move between frames, so an animation fills at the centre.
-    var framewise = self
-    if case .smart = anchor { framewise.anchor = .gravity(.centre) }
+    var centred = self
+    if case .smart = anchor { centred.anchor = .gravity(.centre) }
+    let framewise = centred
     let (area, overflow) = target.width.multipliedReportingOverflow(by: target.height)
     let (pixels, overflow2) = area.multipliedReportingOverflow(by: input.frameCount)
     if overflow || overflow2 || pixels > maxPixels {
@@ -136,19 +137,16 @@ public struct Resizer: Stage {
         "resizing would make \(input.frameCount) frames of \(target.width)×\(target.height) pixels, over the limit of "
           + "\(maxPixels) pixels (every frame counts): ask for a smaller size (or no upscaling)")
     }
-    // Smaller than it was (a thumbnail of an animation): made a group of frames at a time and held.
-    let (after, overflow3) = target.width.multipliedReportingOverflow(by: target.height)
-    let (before, overflow4) = input.width.multipliedReportingOverflow(by: input.height)
-    let held = !overflow3 && !overflow4 && after < before ? Self.maxHeldAnimationPixels : 0
-    return input.with(
-      try input.image.framewiseHeld("resize", maxHeldPixels: held) { frame throws(PipelineError) in
-        try framewise.apply(to: frame, scaledTo: target)
-      })
+    return keepingColours(
+      input,
+      try input.image.framewise("resize") { frame throws(PipelineError) in try framewise.apply(to: frame, scaledTo: target) })
   }
 
-  /// The most pixels (every frame counted) a resized animation is held in memory with, a group of
-  /// frames at a time: 16 M (64 MB of RGBA). Larger results stream through, frame by frame.
-  public static let maxHeldAnimationPixels = 16_000_000
+  /// The resized image: scaling mixes neighbouring colours but adds none of its own, unless the
+  /// `center` mode pads it with the background.
+  private func keepingColours(_ input: DecodedImage, _ image: VipsImage) -> DecodedImage {
+    mode == .center ? input.with(image) : input.reshaped(image)
+  }
 
   /// Throws `imageTooLarge` when the scaled image, or the box it is padded to, would be over
   /// ``maxPixels``.

@@ -36,7 +36,7 @@ extension VipsImage {
 
   /// Frame `index` as a still image.
   public func frame(_ index: Int) throws(PipelineError) -> VipsImage {
-    if let joinedFrames, joinedFrames.count == frameCount, joinedFrames.indices.contains(index) { return joinedFrames[index] }
+    if let frameMaker, frameMaker.count == frameCount { return try frameMaker.frame(index) }
     let page = Int32(clamping: frameHeight)
     return try derive("taking frame \(index)") { dr_frame($0, Int32(clamping: index), page, $1) }
   }
@@ -46,34 +46,39 @@ extension VipsImage {
 
   /// `operation` applied to each frame of an animation (or to a still image), the frames joined
   /// into a strip again with their delays and loop count. Every frame must come out the same size.
-  public func framewise(_ what: String, _ operation: (VipsImage) throws(PipelineError) -> VipsImage) throws(PipelineError)
-    -> VipsImage
-  {
+  ///
+  /// The first frame is made now (its errors are this call's); the others are made when the
+  /// strip is read, once, from top to bottom, and each frame's pipeline goes once its rows have
+  /// been read: one frame's buffers live at a time, however many frames there are.
+  public func framewise(
+    _ what: String, _ operation: @escaping @Sendable (VipsImage) throws(PipelineError) -> VipsImage
+  ) throws(PipelineError) -> VipsImage {
     guard isAnimated else { return try operation(self) }
-    var size: (width: Int, height: Int)?
-    return try VipsImage.joiningFrames(try VipsImage.applying(operation, to: allFrames()[...], size: &size, what), what)
+    let source = frames()
+    let first = try operation(try source.frame(0))
+    let maker = FrameMaker(count: source.count) { index throws(PipelineError) in try operation(try source.frame(index)) }
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    let context = Unmanaged.passRetained(maker).toOpaque()
+    let status = dr_join_made_frames(
+      first.pointer, Int32(clamping: source.count),
+      DrFrameMaker(
+        make: makeFrame, release_owner: { if let owner = $0 { Unmanaged<VipsImage>.fromOpaque(owner).release() } },
+        release_context: { if let maker = $0 { Unmanaged<FrameMaker>.fromOpaque(maker).release() } }, context: context),
+      &out)
+    guard status == 0, let out else {
+      let cause = Vips.captureError()
+      throw PipelineError(.processingFailed, "\(what): joining the frames failed: \(cause.text)", cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: VipsImage.ownedMemory(of: [first]), frameMaker: maker)
   }
 
-  /// `operation` on each of `frames`; every result must be of `size` (the first result's when
-  /// `size` is `nil`, which it then becomes).
-  private static func applying(
-    _ operation: (VipsImage) throws(PipelineError) -> VipsImage, to frames: ArraySlice<VipsImage>,
-    size: inout (width: Int, height: Int)?, _ what: String
-  ) throws(PipelineError) -> [VipsImage] {
-    var results: [VipsImage] = []
-    results.reserveCapacity(frames.count)
-    for frame in frames {
-      let result = try operation(frame)
-      if let size, result.width != size.width || result.height != size.height {
-        throw PipelineError(
-          .processingFailed,
-          "\(what) made frames of different sizes (\(size.width)×\(size.height) and \(result.width)×\(result.height)); "
-            + "an animation's frames must stay one size")
-      }
-      size = (result.width, result.height)
-      results.append(result)
+  /// This animation's frames: made by the maker this strip was joined with, or cut from it.
+  func frames() -> FrameMaker {
+    if let frameMaker, frameMaker.count == frameCount { return frameMaker }
+    let page = Int32(clamping: frameHeight)
+    return FrameMaker(count: frameCount) { [self] index throws(PipelineError) in
+      try derive("taking frame \(index)") { dr_frame($0, Int32(clamping: index), page, $1) }
     }
-    return results
   }
 
   /// The frames that decode, from the first up to the one before the first that does not, held in
@@ -99,7 +104,9 @@ extension VipsImage {
   /// groups (a cut of ``frameGroup`` frames, then the frames of each cut).
   func allFrames() throws(PipelineError) -> [VipsImage] {
     let count = frameCount
-    if let joinedFrames, joinedFrames.count == count { return joinedFrames }
+    if let frameMaker, frameMaker.count == count {
+      return try (0..<count).map { index throws(PipelineError) in try frameMaker.frame(index) }
+    }
     let page = frameHeight
     var frames: [VipsImage] = []
     frames.reserveCapacity(count)
@@ -119,14 +126,12 @@ extension VipsImage {
     guard let page = frames.first?.height else {
       throw PipelineError(.processingFailed, "\(what): an animation without frames")
     }
-    return try joiningStrips(frames, page: page, what, frames: frames)
+    return try joiningStrips(frames, page: page, what)
   }
 
   /// Strips of frames `page` rows tall (frames are strips of one) as one strip, joined in groups
-  /// of ``frameGroup``; `frames`, when given, are the frames it is made of.
-  static func joiningStrips(_ strips: [VipsImage], page: Int, _ what: String, frames: [VipsImage]? = nil)
-    throws(PipelineError) -> VipsImage
-  {
+  /// of ``frameGroup``.
+  static func joiningStrips(_ strips: [VipsImage], page: Int, _ what: String) throws(PipelineError) -> VipsImage {
     var level = strips
     while level.count > frameGroup {
       var joined: [VipsImage] = []
@@ -135,43 +140,11 @@ extension VipsImage {
       }
       level = joined
     }
-    return try joinOnce(level, page: page, what, frames: frames)
-  }
-
-  /// ``framewise(_:_:)`` for an operation whose frames are small (a resize down): the frames are
-  /// made a group at a time and held in memory, so that each group's pipelines (and their
-  /// buffers) are gone before the next group starts, instead of all living until the encoder has
-  /// read the last frame. Only for results of at most `maxHeldPixels` pixels in all.
-  public func framewiseHeld(
-    _ what: String, maxHeldPixels: Int, _ operation: (VipsImage) throws(PipelineError) -> VipsImage
-  ) throws(PipelineError) -> VipsImage {
-    guard isAnimated else { return try operation(self) }
-    let frames = try allFrames()
-    var size: (width: Int, height: Int)?
-    // The first frame's result says how large all of them are together.
-    var pending = try Self.applying(operation, to: frames.prefix(1), size: &size, what)
-    let page = size?.height ?? 1
-    let (area, overflow) = (size?.width ?? 0).multipliedReportingOverflow(by: page)
-    let (pixels, overflow2) = area.multipliedReportingOverflow(by: frames.count)
-    guard !overflow, !overflow2, pixels <= maxHeldPixels else {
-      return try Self.joiningFrames(pending + Self.applying(operation, to: frames.dropFirst(), size: &size, what), what)
-    }
-    var groups: [VipsImage] = []
-    for frame in frames.dropFirst() {
-      pending += try Self.applying(operation, to: [frame][...], size: &size, what)
-      if pending.count == Self.frameGroup {
-        groups.append(try Self.joiningFrames(pending, what).materialized())
-        pending = []
-      }
-    }
-    if !pending.isEmpty { groups.append(try Self.joiningFrames(pending, what).materialized()) }
-    return try Self.joiningStrips(groups, page: page, what)
+    return try joinOnce(level, page: page, what)
   }
 
   /// One join of strips (or frames) whose frames are `page` rows tall.
-  private static func joinOnce(_ images: [VipsImage], page: Int, _ what: String, frames: [VipsImage]? = nil)
-    throws(PipelineError) -> VipsImage
-  {
+  private static func joinOnce(_ images: [VipsImage], page: Int, _ what: String) throws(PipelineError) -> VipsImage {
     var pointers: [UnsafeMutablePointer<CVips.VipsImage>?] = images.map(\.pointer)
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     let status = pointers.withUnsafeMutableBufferPointer { buffer in
@@ -181,6 +154,38 @@ extension VipsImage {
       let cause = Vips.captureError()
       throw PipelineError(.processingFailed, "\(what): joining the frames failed: \(cause.text)", cause: cause)
     }
-    return VipsImage(taking: out, keepAlive: images, joinedFrames: frames)
+    // libvips' join holds the images until they have been read, and each image its own inputs.
+    return VipsImage(taking: out, keepAlive: VipsImage.ownedMemory(of: images))
+  }
+}
+
+/// An animation's frames, each made when it is asked for (the strip of a ``VipsImage/framewise(_:_:)``
+/// is read once, so each frame is made once).
+final class FrameMaker: Sendable {
+  let count: Int
+  private let make: @Sendable (Int) throws(PipelineError) -> VipsImage
+
+  init(count: Int, make: @escaping @Sendable (Int) throws(PipelineError) -> VipsImage) {
+    self.count = count
+    self.make = make
+  }
+
+  func frame(_ index: Int) throws(PipelineError) -> VipsImage { try make(index) }
+}
+
+/// The strip's callback: frame `index` made on a libvips thread, its wrapper handed to the strip
+/// (which releases it once the frame has been read), or the error put in libvips' buffer.
+private func makeFrame(
+  _ context: UnsafeMutableRawPointer?, _ index: Int32, _ owner: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> UnsafeMutablePointer<CVips.VipsImage>? {
+  guard let context, let owner else { return nil }
+  let maker = Unmanaged<FrameMaker>.fromOpaque(context).takeUnretainedValue()
+  do {
+    let frame = try maker.frame(Int(index))
+    owner.pointee = Unmanaged.passRetained(frame).toOpaque()
+    return frame.pointer
+  } catch {
+    dr_note_error("frame \(index): \(error.message)")
+    return nil
   }
 }

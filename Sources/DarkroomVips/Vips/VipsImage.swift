@@ -21,16 +21,29 @@ public final class VipsImage: @unchecked Sendable {
   let pointer: UnsafeMutablePointer<CVips.VipsImage>
   /// Memory (and source images) that must outlive this image.
   private let keepAlive: [AnyObject]
-  /// For a strip joined from frames (``joiningFrames(_:_:)``): those frames, so that the next
-  /// stage works on them instead of cutting the strip up again (a cut of a join of a cut… costs
-  /// more with every stage and every frame).
-  let joinedFrames: [VipsImage]?
+  /// For an animation whose frames are made as they are read (``framewise(_:_:)``): what makes
+  /// them, so that the next stage builds on each frame instead of cutting the strip up again.
+  let frameMaker: FrameMaker?
 
-  init(taking pointer: UnsafeMutablePointer<CVips.VipsImage>, keepAlive: [AnyObject], joinedFrames: [VipsImage]? = nil) {
+  init(taking pointer: UnsafeMutablePointer<CVips.VipsImage>, keepAlive: [AnyObject], frameMaker: FrameMaker? = nil) {
     self.pointer = pointer
     self.keepAlive = keepAlive
-    self.joinedFrames = joinedFrames
+    self.frameMaker = frameMaker
     VipsKillScope.noteMade(self)
+  }
+
+  /// What `images` keep alive that libvips does not know of: the memory they read (`ImageBytes`
+  /// and other owners), without the images between. libvips keeps an image's inputs alive
+  /// itself; an image that holds only this lets each input go as soon as libvips does.
+  static func ownedMemory(of images: [VipsImage]) -> [AnyObject] {
+    var seen = Set<ObjectIdentifier>()
+    var owned: [AnyObject] = []
+    var pending: [AnyObject] = images
+    while let next = pending.popLast() {
+      guard seen.insert(ObjectIdentifier(next)).inserted else { continue }
+      if let image = next as? VipsImage { pending += image.keepAlive } else { owned.append(next) }
+    }
+    return owned
   }
 
   deinit { g_object_unref(pointer) }

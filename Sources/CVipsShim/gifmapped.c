@@ -1,0 +1,288 @@
+// A GIF saver that maps every frame onto colour tables it is given (the source GIF's own), as
+// gifsicle does when it resizes, instead of quantising each frame again with libimagequant as
+// libvips' saver does. Frames arrive from vips_sink_disc (the pipeline runs on libvips' threads,
+// this code on its write-behind thread), are mapped to the nearest colour of their table and
+// handed to cgif, which writes only the part of a frame that changed.
+
+#include "CVipsShim.h"
+
+#include <cgif.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+// One table, prepared for nearest-colour search: its opaque entries sorted by green, so a search
+// starts at the query's green and stops once the green difference alone exceeds the best match.
+typedef struct {
+  int count;
+  uint8_t r[256], g[256], b[256], index[256];
+} DrSortedTable;
+
+// Exact colours already mapped in this table (a pixel is most often a colour seen before).
+#define DR_CACHE_BITS 14
+#define DR_CACHE_SIZE (1 << DR_CACHE_BITS)
+
+typedef struct {
+  const DrGifTable *tables;
+  int table_count;
+  const int *frame_tables;
+  int frames;
+  int width, frame_height, bands;
+  int *delays;
+  int delay_count;
+  int loop;
+
+  uint8_t *rgb;     // one frame as it arrives (bands bytes a pixel)
+  uint8_t *indices; // the frame mapped onto its table
+  int row;          // rows of the current frame received
+  int frame;        // the frame being received
+
+  DrSortedTable sorted;
+  int sorted_table; // which table `sorted` and the cache hold (-1: none yet)
+  uint32_t cache_key[DR_CACHE_SIZE];
+  uint8_t cache_value[DR_CACHE_SIZE];
+
+  CGIF *gif;
+  GByteArray *out;
+  int failed;
+} DrMappedGif;
+
+static int dr_mapped_write(void *context, const uint8_t *data, const size_t count) {
+  DrMappedGif *state = context;
+  if (count > G_MAXUINT) return -1;
+  g_byte_array_append(state->out, data, (guint)count);
+  return 0;
+}
+
+static void dr_sort_table(DrSortedTable *sorted, const DrGifTable *table) {
+  sorted->count = 0;
+  for (int i = 0; i < table->count && i < 256; i++) {
+    if (i == table->transparent) continue;
+    const uint8_t *c = table->colours + 3 * i;
+    // Insertion by green: at most 256 entries, once per table change.
+    int at = sorted->count;
+    while (at > 0 && sorted->g[at - 1] > c[1]) {
+      sorted->r[at] = sorted->r[at - 1];
+      sorted->g[at] = sorted->g[at - 1];
+      sorted->b[at] = sorted->b[at - 1];
+      sorted->index[at] = sorted->index[at - 1];
+      at--;
+    }
+    sorted->r[at] = c[0];
+    sorted->g[at] = c[1];
+    sorted->b[at] = c[2];
+    sorted->index[at] = (uint8_t)i;
+    sorted->count++;
+  }
+}
+
+// The index of the entry nearest to (r, g, b) by squared RGB distance.
+static uint8_t dr_nearest(const DrSortedTable *t, int r, int g, int b) {
+  int low = 0, high = t->count;
+  while (low < high) {
+    int middle = (low + high) / 2;
+    if (t->g[middle] < g) low = middle + 1;
+    else high = middle;
+  }
+  int best = INT_MAX, chosen = 0;
+  int up = low, down = low - 1;
+  while (up < t->count || down >= 0) {
+    if (up < t->count) {
+      int dg = t->g[up] - g;
+      if (dg * dg >= best) up = t->count;
+      else {
+        int dr = t->r[up] - r, db = t->b[up] - b;
+        int d = dr * dr + dg * dg + db * db;
+        if (d < best) best = d, chosen = up;
+        up++;
+      }
+    }
+    if (down >= 0) {
+      int dg = g - t->g[down];
+      if (dg * dg >= best) down = -1;
+      else {
+        int dr = t->r[down] - r, db = t->b[down] - b;
+        int d = dr * dr + dg * dg + db * db;
+        if (d < best) best = d, chosen = down;
+        down--;
+      }
+    }
+  }
+  return t->count > 0 ? t->index[chosen] : 0;
+}
+
+static void dr_map_frame(DrMappedGif *state, const DrGifTable *table) {
+  size_t pixels = (size_t)state->width * state->frame_height;
+  const uint8_t *p = state->rgb;
+  uint8_t transparent = table->transparent >= 0 ? (uint8_t)table->transparent : 0;
+  int has_alpha = state->bands == 4 && table->transparent >= 0;
+  for (size_t i = 0; i < pixels; i++, p += state->bands) {
+    if (has_alpha && p[3] < 128) {
+      state->indices[i] = transparent;
+      continue;
+    }
+    uint32_t colour = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+    uint32_t slot = (colour ^ (colour >> DR_CACHE_BITS) ^ (colour >> 7)) & (DR_CACHE_SIZE - 1);
+    uint32_t key = colour | 0x1000000u;
+    if (state->cache_key[slot] != key) {
+      state->cache_key[slot] = key;
+      state->cache_value[slot] = dr_nearest(&state->sorted, p[0], p[1], p[2]);
+    }
+    state->indices[i] = state->cache_value[slot];
+  }
+}
+
+static int dr_mapped_start(DrMappedGif *state) {
+  CGIF_Config config;
+  memset(&config, 0, sizeof config);
+  config.width = (uint16_t)state->width;
+  config.height = (uint16_t)state->frame_height;
+  config.pWriteFn = dr_mapped_write;
+  config.pContext = state;
+  if (state->frames > 1) {
+    config.attrFlags |= CGIF_ATTR_IS_ANIMATED;
+    // libvips' convention: loop 0 repeats for ever, 1 plays once, n plays n times.
+    if (state->loop == 1) config.attrFlags |= CGIF_ATTR_NO_LOOP;
+    int repeats = state->loop > 1 ? state->loop - 1 : state->loop;
+    config.numLoops = (uint16_t)(repeats > 65535 ? 65535 : repeats < 0 ? 0 : repeats);
+  }
+  if (state->table_count == 1) {
+    config.pGlobalPalette = (uint8_t *)state->tables[0].colours;
+    config.numGlobalPaletteEntries = (uint16_t)state->tables[0].count;
+  } else {
+    config.attrFlags |= CGIF_ATTR_NO_GLOBAL_TABLE;
+  }
+  state->gif = cgif_newgif(&config);
+  if (!state->gif) {
+    vips_error("gifsave", "cannot start the GIF");
+    return -1;
+  }
+  return 0;
+}
+
+static int dr_mapped_frame_done(DrMappedGif *state) {
+  int which = state->frame_tables[state->frame];
+  if (which < 0 || which >= state->table_count) {
+    vips_error("gifsave", "frame %d names colour table %d of %d", state->frame, which, state->table_count);
+    return -1;
+  }
+  const DrGifTable *table = &state->tables[which];
+  if (which != state->sorted_table) {
+    dr_sort_table(&state->sorted, table);
+    memset(state->cache_key, 0, sizeof state->cache_key);
+    state->sorted_table = which;
+  }
+  dr_map_frame(state, table);
+  if (!state->gif && dr_mapped_start(state)) return -1;
+
+  CGIF_FrameConfig frame;
+  memset(&frame, 0, sizeof frame);
+  frame.pImageData = state->indices;
+  frame.genFlags = CGIF_FRAME_GEN_USE_TRANSPARENCY | CGIF_FRAME_GEN_USE_DIFF_WINDOW;
+  if (state->table_count > 1) {
+    frame.attrFlags |= CGIF_FRAME_ATTR_USE_LOCAL_TABLE;
+    frame.pLocalPalette = (uint8_t *)table->colours;
+    frame.numLocalPaletteEntries = (uint16_t)table->count;
+  }
+  if (state->bands == 4 && table->transparent >= 0) {
+    frame.attrFlags |= CGIF_FRAME_ATTR_HAS_ALPHA;
+    frame.transIndex = (uint8_t)table->transparent;
+  }
+  if (state->delays && state->frame < state->delay_count) {
+    int centiseconds = (state->delays[state->frame] + 5) / 10;
+    frame.delay = (uint16_t)(centiseconds < 0 ? 0 : centiseconds > 65535 ? 65535 : centiseconds);
+  }
+  if (cgif_addframe(state->gif, &frame) != CGIF_OK) {
+    vips_error("gifsave", "cgif refused frame %d", state->frame);
+    return -1;
+  }
+  return 0;
+}
+
+static int dr_mapped_rows(VipsRegion *region, VipsRect *area, void *a) {
+  DrMappedGif *state = a;
+  size_t line = (size_t)state->width * state->bands;
+  for (int y = 0; y < area->height; y++) {
+    if (state->frame >= state->frames) return 0;
+    memcpy(state->rgb + (size_t)state->row * line, VIPS_REGION_ADDR(region, 0, area->top + y), line);
+    state->row++;
+    if (state->row == state->frame_height) {
+      if (dr_mapped_frame_done(state)) {
+        state->failed = 1;
+        return -1;
+      }
+      state->row = 0;
+      state->frame++;
+    }
+  }
+  return 0;
+}
+
+int dr_gifsave_mapped(
+  VipsImage *in, const DrGifTable *tables, int table_count, const int *frame_tables, int frame_count, void **buf, size_t *len
+) {
+  if (!in || !tables || !frame_tables || !buf || !len || table_count < 1) {
+    vips_error("gifsave", "no colour tables");
+    return -1;
+  }
+  if (in->BandFmt != VIPS_FORMAT_UCHAR || (in->Bands != 3 && in->Bands != 4)) {
+    vips_error("gifsave", "mapped GIF frames must be 8-bit RGB or RGBA");
+    return -1;
+  }
+  for (int i = 0; i < table_count; i++) {
+    const DrGifTable *t = &tables[i];
+    if (!t->colours || t->count < 1 || t->count > 256 || t->transparent >= t->count) {
+      vips_error("gifsave", "colour table %d is not a GIF table", i);
+      return -1;
+    }
+  }
+  int frame_height = vips_image_get_page_height(in);
+  if (frame_height < 1 || in->Ysize % frame_height != 0 || in->Ysize / frame_height != frame_count) {
+    vips_error("gifsave", "the image has not %d frames", frame_count);
+    return -1;
+  }
+  if (in->Xsize > 65535 || frame_height > 65535) {
+    vips_error("gifsave", "a GIF frame is at most 65535 pixels a side");
+    return -1;
+  }
+
+  DrMappedGif *state = g_try_malloc0(sizeof(DrMappedGif));
+  if (!state) {
+    vips_error("gifsave", "out of memory");
+    return -1;
+  }
+  state->tables = tables;
+  state->table_count = table_count;
+  state->frame_tables = frame_tables;
+  state->frames = frame_count;
+  state->width = in->Xsize;
+  state->frame_height = frame_height;
+  state->bands = in->Bands;
+  state->sorted_table = -1;
+  size_t pixels = (size_t)in->Xsize * frame_height;
+  state->rgb = g_try_malloc(pixels * in->Bands);
+  state->indices = g_try_malloc(pixels);
+  state->out = g_byte_array_new();
+  if (vips_image_get_typeof(in, "delay")) vips_image_get_array_int(in, "delay", &state->delays, &state->delay_count);
+  if (vips_image_get_typeof(in, "loop")) vips_image_get_int(in, "loop", &state->loop);
+
+  int status = -1;
+  if (!state->rgb || !state->indices) vips_error("gifsave", "out of memory");
+  else if (vips_sink_disc(in, dr_mapped_rows, state) == 0 && !state->failed && state->frame == frame_count && state->gif) {
+    CGIF *gif = state->gif;
+    state->gif = NULL;
+    if (cgif_close(gif) == CGIF_OK) status = 0;
+    else vips_error("gifsave", "cgif could not finish the GIF");
+  }
+  if (state->gif) cgif_close(state->gif);
+  g_free(state->rgb);
+  g_free(state->indices);
+  if (status == 0) {
+    *len = state->out->len;
+    *buf = g_byte_array_free(state->out, FALSE);
+  } else {
+    g_byte_array_free(state->out, TRUE);
+  }
+  g_free(state);
+  return status;
+}
