@@ -177,6 +177,16 @@ struct GIFColourTableTests {
     #expect(try meanDifference(once, twice) == 0)
   }
 
+  @Test("a still format after a stage of an animation makes only the first frame")
+  func stillOutputMakesOneFrame() async throws {
+    let counter = CountingOperation()
+    let decoded = try ImageDecoder().decode(Self.fetched(Self.bands(frames: 30)))
+    let turned = try await harness.run(counter, on: decoded)
+    let encoded = try await harness.run(ImageEncoder(.jpeg()), on: turned)
+    #expect(encoded.width == 80 && encoded.height == 60)
+    #expect(counter.calls.load(ordering: .relaxed) == 2, "the stage's first frame, and the first frame again for the JPEG")
+  }
+
   @Test("a frame that fails when it is made fails the encode with a typed error, not a crash")
   func failingFrameIsAnError() async throws {
     let decoded = try ImageDecoder().decode(Self.fetched(Self.bands(frames: 5)))

@@ -10,6 +10,10 @@ import DarkroomCore
 /// image is actually read, so damaged pixel data found here fails with `corruptImage`. A cancelled
 /// operation stops libvips mid-image.
 ///
+/// A GIF decoded from a GIF, and since only moved, scaled or cut (crop, resize, rotate, flip,
+/// trim), is mapped onto the source's own colour tables, as gifsicle does, instead of quantised
+/// again; any stage that makes new colours brings libvips' quantiser back (`effort` applies).
+///
 /// ```swift
 /// let encode = ImageEncoder(.webp(quality: 80))
 /// let encoded = try await encode.process(image, context: StageContext())
