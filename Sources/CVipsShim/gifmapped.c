@@ -11,11 +11,13 @@
 #include <stdint.h>
 #include <string.h>
 
-// One table, prepared for nearest-colour search: its opaque entries sorted by green, so a search
-// starts at the query's green and stops once the green difference alone exceeds the best match.
+// One table, prepared for nearest-colour search: its opaque entries sorted by the channel whose
+// values spread widest, so a search starts at the query's value of that channel and stops once
+// the difference in it alone exceeds the best match. `key` is that channel, `p` and `q` the others.
 typedef struct {
   int count;
-  uint8_t r[256], g[256], b[256], index[256];
+  int axis; // 0 red, 1 green, 2 blue
+  uint8_t key[256], p[256], q[256], index[256];
 } DrSortedTable;
 
 // Exact colours already mapped in this table (a pixel is most often a colour seen before).
@@ -55,54 +57,69 @@ static int dr_mapped_write(void *context, const uint8_t *data, const size_t coun
 }
 
 static void dr_sort_table(DrSortedTable *sorted, const DrGifTable *table) {
+  int low[3] = {255, 255, 255}, high[3] = {0, 0, 0};
+  for (int i = 0; i < table->count && i < 256; i++) {
+    if (i == table->transparent) continue;
+    for (int c = 0; c < 3; c++) {
+      int value = table->colours[3 * i + c];
+      if (value < low[c]) low[c] = value;
+      if (value > high[c]) high[c] = value;
+    }
+  }
+  int axis = 1;
+  for (int c = 0; c < 3; c++)
+    if (high[c] - low[c] > high[axis] - low[axis]) axis = c;
+  sorted->axis = axis;
   sorted->count = 0;
   for (int i = 0; i < table->count && i < 256; i++) {
     if (i == table->transparent) continue;
     const uint8_t *c = table->colours + 3 * i;
-    // Insertion by green: at most 256 entries, once per table change.
+    uint8_t key = c[axis], p = c[(axis + 1) % 3], q = c[(axis + 2) % 3];
+    // Insertion sort: at most 256 entries, once per table change.
     int at = sorted->count;
-    while (at > 0 && sorted->g[at - 1] > c[1]) {
-      sorted->r[at] = sorted->r[at - 1];
-      sorted->g[at] = sorted->g[at - 1];
-      sorted->b[at] = sorted->b[at - 1];
+    while (at > 0 && sorted->key[at - 1] > key) {
+      sorted->key[at] = sorted->key[at - 1];
+      sorted->p[at] = sorted->p[at - 1];
+      sorted->q[at] = sorted->q[at - 1];
       sorted->index[at] = sorted->index[at - 1];
       at--;
     }
-    sorted->r[at] = c[0];
-    sorted->g[at] = c[1];
-    sorted->b[at] = c[2];
+    sorted->key[at] = key;
+    sorted->p[at] = p;
+    sorted->q[at] = q;
     sorted->index[at] = (uint8_t)i;
     sorted->count++;
   }
 }
 
-// The index of the entry nearest to (r, g, b) by squared RGB distance.
-static uint8_t dr_nearest(const DrSortedTable *t, int r, int g, int b) {
+// The index of the entry nearest to `colour` (RGB) by squared RGB distance.
+static uint8_t dr_nearest(const DrSortedTable *t, const uint8_t *colour) {
+  int key = colour[t->axis], p = colour[(t->axis + 1) % 3], q = colour[(t->axis + 2) % 3];
   int low = 0, high = t->count;
   while (low < high) {
     int middle = (low + high) / 2;
-    if (t->g[middle] < g) low = middle + 1;
+    if (t->key[middle] < key) low = middle + 1;
     else high = middle;
   }
   int best = INT_MAX, chosen = 0;
   int up = low, down = low - 1;
   while (up < t->count || down >= 0) {
     if (up < t->count) {
-      int dg = t->g[up] - g;
-      if (dg * dg >= best) up = t->count;
+      int dk = t->key[up] - key;
+      if (dk * dk >= best) up = t->count;
       else {
-        int dr = t->r[up] - r, db = t->b[up] - b;
-        int d = dr * dr + dg * dg + db * db;
+        int dp = t->p[up] - p, dq = t->q[up] - q;
+        int d = dk * dk + dp * dp + dq * dq;
         if (d < best) best = d, chosen = up;
         up++;
       }
     }
     if (down >= 0) {
-      int dg = g - t->g[down];
-      if (dg * dg >= best) down = -1;
+      int dk = key - t->key[down];
+      if (dk * dk >= best) down = -1;
       else {
-        int dr = t->r[down] - r, db = t->b[down] - b;
-        int d = dr * dr + dg * dg + db * db;
+        int dp = t->p[down] - p, dq = t->q[down] - q;
+        int d = dk * dk + dp * dp + dq * dq;
         if (d < best) best = d, chosen = down;
         down--;
       }
@@ -126,7 +143,7 @@ static void dr_map_frame(DrMappedGif *state, const DrGifTable *table) {
     uint32_t key = colour | 0x1000000u;
     if (state->cache_key[slot] != key) {
       state->cache_key[slot] = key;
-      state->cache_value[slot] = dr_nearest(&state->sorted, p[0], p[1], p[2]);
+      state->cache_value[slot] = dr_nearest(&state->sorted, p);
     }
     state->indices[i] = state->cache_value[slot];
   }
