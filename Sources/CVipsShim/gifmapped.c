@@ -280,7 +280,14 @@ int dr_gifsave_mapped(
   state->rgb = g_try_malloc(pixels * in->Bands);
   state->indices = g_try_malloc(pixels);
   state->out = g_byte_array_new();
-  if (vips_image_get_typeof(in, "delay")) vips_image_get_array_int(in, "delay", &state->delays, &state->delay_count);
+  // A copy: the array belongs to the image, and a lazy loader sets its fields again (freeing the
+  // old array) when its first pixels are read.
+  int *delays = NULL;
+  if (vips_image_get_typeof(in, "delay") && !vips_image_get_array_int(in, "delay", &delays, &state->delay_count) &&
+      delays && state->delay_count > 0)
+    state->delays = g_memdup2(delays, (gsize)state->delay_count * sizeof(int));
+  else
+    state->delay_count = 0;
   if (vips_image_get_typeof(in, "loop")) vips_image_get_int(in, "loop", &state->loop);
 
   int status = -1;
@@ -294,6 +301,7 @@ int dr_gifsave_mapped(
   if (state->gif) cgif_close(state->gif);
   g_free(state->rgb);
   g_free(state->indices);
+  g_free(state->delays);
   if (status == 0) {
     *len = state->out->len;
     *buf = g_byte_array_free(state->out, FALSE);

@@ -1,38 +1,63 @@
-/// The colour tables of a GIF file and which frame uses which, read from its blocks without
-/// decoding any pixels.
+/// The colour tables of a GIF file and what each frame does to the canvas, read from its blocks
+/// without decoding any pixels.
 ///
 /// A GIF has an optional global table and, per frame, an optional local one; a frame's graphic
-/// control extension may name one entry as transparent. Image data is skipped by its sub-block
-/// lengths. The walk stops at the trailer, at the first byte it does not understand, or at the
-/// end of the data; it never reads past the data, and it gives up (`nil`) past ``maxFrames``
-/// frames.
+/// control extension may name one entry as transparent and says what happens to the frame's area
+/// after it is shown (its disposal). Image data is not decoded: its LZW codes are walked only to
+/// count how many pixels they give, so that a frame whose data ends early (the decoder leaves the
+/// rest of its area as it was) is known. The walk stops at the trailer, at the first byte it does
+/// not understand, or at the end of the data; it never reads past the data, and it gives up
+/// (`nil`) past ``maxFrames`` frames.
 ///
 /// ```swift
 /// let tables = GIFColourTables(bytes)
 /// print(tables?.frames.count, tables?.frames.first?.colours.count)
 /// ```
 package struct GIFColourTables: Sendable, Equatable {
-  /// One frame as its descriptor declares it.
+  /// One frame as its blocks declare it.
   package struct Frame: Sendable, Equatable {
     /// The frame's table (its local one, else the global one) as RGB triples; empty when it has
     /// neither.
     package var colours: [UInt8]
     /// The entry drawn as transparent, if the frame's graphic control extension names one.
     package var transparentIndex: Int?
-    /// Whether the frame paints every pixel of the canvas: it starts at the origin, is at least
-    /// the canvas's size, and has no transparent entry.
-    package var coversCanvas: Bool
+    package var left = 0
+    package var top = 0
+    package var width = 0
+    package var height = 0
+    /// The disposal method (0 to 7): 2 clears the frame's area after it is shown, 3 (and 4, which
+    /// decoders read as 3) puts back what was there before it.
+    package var disposal = 0
+    /// Whether the image data gives a pixel for every pixel of the frame's rectangle.
+    package var complete = false
+
+    package init(
+      colours: [UInt8], transparentIndex: Int? = nil, left: Int = 0, top: Int = 0, width: Int = 0, height: Int = 0,
+      disposal: Int = 0, complete: Bool = true
+    ) {
+      (self.colours, self.transparentIndex, self.disposal, self.complete) = (colours, transparentIndex, disposal, complete)
+      (self.left, self.top, self.width, self.height) = (left, top, width, height)
+    }
+
+    /// Whether the frame paints every pixel of a `width`×`height` canvas: it starts at the origin,
+    /// covers the canvas, draws no pixel transparent, and its data is whole.
+    package func paints(canvasWidth: Int, canvasHeight: Int) -> Bool {
+      left == 0 && top == 0 && width >= canvasWidth && height >= canvasHeight && transparentIndex == nil && complete
+    }
   }
 
   package var width: Int
   package var height: Int
+  /// What disposal 2 clears a frame without a transparent entry to: the global table's background
+  /// entry (its first when the index is past the table), or black without a global table.
+  package var background: [UInt8] = [0, 0, 0]
   package var frames: [Frame]
 
   /// More frames than any animation Darkroom decodes (`maxFrames` is at most 4,096).
   package static let maxFrames = 4_096
 
-  package init(width: Int, height: Int, frames: [Frame]) {
-    (self.width, self.height, self.frames) = (width, height, frames)
+  package init(width: Int, height: Int, background: [UInt8] = [0, 0, 0], frames: [Frame]) {
+    (self.width, self.height, self.background, self.frames) = (width, height, background, frames)
   }
 
   package init?(_ bytes: ImageBytes) {
@@ -55,14 +80,18 @@ package struct GIFColourTables: Sendable, Equatable {
       guard let table = data.slice(position, count: size) else { return nil }
       global = table
       position += size
+      let index = data.byte(11).map(Int.init) ?? 0
+      let entry = 3 * index + 2 < size ? 3 * index : 0
+      background = Array(table[entry..<entry + 3])
     }
-    var transparent: Int?
+    var control: (transparent: Int?, disposal: Int) = (nil, 0)
     while let introducer = data.byte(position) {
       switch introducer {
       case 0x21:  // extension: label, then sub-blocks
         guard let label = data.byte(position + 1) else { return }
-        if label == 0xF9, data.byte(position + 2) == 4, let packed = data.byte(position + 3) {
-          transparent = packed & 1 != 0 ? data.byte(position + 6).map(Int.init) : nil
+        // A graphic control extension declares 4 bytes; decoders read them from a longer block too.
+        if label == 0xF9, let size = data.byte(position + 2), size >= 4, let packed = data.byte(position + 3) {
+          control = (packed & 1 != 0 ? data.byte(position + 6).map(Int.init) : nil, Int(packed >> 2) & 7)
         }
         guard let next = data.skippingSubBlocks(from: position + 2) else { return }
         position = next
@@ -80,16 +109,82 @@ package struct GIFColourTables: Sendable, Equatable {
           colours = table
           position += size
         }
-        let covers = left == 0 && top == 0 && frameWidth >= width && frameHeight >= height && transparent == nil
-        frames.append(Frame(colours: colours, transparentIndex: transparent, coversCanvas: covers))
-        transparent = nil
         // The LZW minimum code size, then the image data's sub-blocks.
+        let pixels = frameWidth * frameHeight
+        let complete =
+          data.byte(position).map { LZWPixelCount(data, codeSize: Int($0), from: position + 1, enough: pixels) } ?? false
+        frames.append(
+          Frame(
+            colours: colours, transparentIndex: control.transparent, left: left, top: top, width: frameWidth,
+            height: frameHeight, disposal: control.disposal, complete: complete))
+        control = (nil, 0)
         guard let next = data.skippingSubBlocks(from: position + 1) else { return }
         position = next
       default:  // the trailer (0x3B), or bytes a decoder would stop at too
         return
       }
     }
+  }
+}
+
+/// Whether the LZW codes in the sub-blocks from `start` give at least `enough` pixels. Only the
+/// length of each code's string is followed (an array of 4,096 lengths), so the walk costs the
+/// compressed size, not the pixels; it stops at the end code, at a code no decoder accepts, at
+/// the end of the sub-blocks, or once `enough` pixels are counted.
+private func LZWPixelCount(_ data: SafeBytes, codeSize minimum: Int, from start: Int, enough: Int) -> Bool {
+  guard (1...11).contains(minimum) else { return false }
+  if enough == 0 { return true }
+  let clear = 1 << minimum
+  let end = clear + 1
+  var size = minimum + 1
+  var next = clear + 2
+  var lengths = [Int](repeating: 1, count: 4_096)
+  var previous = -1
+  var total = 0
+  var bits = 0
+  var held = 0
+  var position = start
+  var remaining = 0  // bytes left in the current sub-block
+  while true {
+    while held < size {
+      if remaining == 0 {
+        guard let length = data.byte(position), length > 0 else { return false }
+        remaining = Int(length)
+        position += 1
+      }
+      guard let byte = data.byte(position) else { return false }
+      bits |= Int(byte) << held
+      held += 8
+      position += 1
+      remaining -= 1
+    }
+    let code = bits & ((1 << size) - 1)
+    bits >>= size
+    held -= size
+    if code == clear {
+      (size, next, previous) = (minimum + 1, clear + 2, -1)
+      continue
+    }
+    if code == end { return false }
+    let length: Int
+    if previous < 0 {
+      guard code < clear else { return false }
+      length = 1
+    } else if code < next {
+      length = lengths[code]
+    } else if code == next {
+      length = lengths[previous] + 1
+    } else {
+      return false
+    }
+    if previous >= 0, next < 4_096 {
+      lengths[next] = lengths[previous] + 1
+      next += 1
+      if next == 1 << size, size < 12 { size += 1 }
+    }
+    total += length
+    if total >= enough { return true }
+    previous = code
   }
 }
 

@@ -7,10 +7,15 @@ import DarkroomCore
 /// resizes, instead of quantising every frame again (libvips' saver runs libimagequant and
 /// dithers each frame, most of an animation's time).
 ///
-/// Frame i's table holds every colour that can be visible on the canvas at frame i: its own
-/// table's, plus, unless it paints the whole canvas, the colours still showing from the frames
-/// before. When that is more than a GIF table holds (256, or 255 and a transparent entry for an
-/// image with alpha) there is no plan and the libvips saver quantises as before.
+/// Frame i's table holds every colour that can show on the canvas while frame i is shown: its own
+/// table's (without its transparent entry), plus, unless it paints the whole canvas, what the
+/// canvas held before it. The canvas starts empty, as libvips composes a GIF (libnsgif): black in
+/// an image without alpha, transparent in one with alpha. After a frame, the canvas holds what was
+/// shown, plus what disposal 2 clears the frame's area to (the empty canvas for a frame with a
+/// transparent entry, the file's background colour for one without), or, for disposal 3 (and 4),
+/// what it held before the frame. When a frame's colours are more than a GIF table holds (256, or 255
+/// and a transparent entry for an image with alpha) there is no plan and the libvips saver
+/// quantises as before.
 struct GIFTablePlan {
   /// RGB triples, at most 256 entries each.
   var tables: [[UInt8]]
@@ -19,50 +24,46 @@ struct GIFTablePlan {
   /// Per output frame, its table.
   var frameTables: [Int32]
 
-  /// The plan for the first `frames` frames of `source`, or `nil`.
-  init?(source: GIFColourTables, frames: Int, hasAlpha: Bool) {
+  /// The plan for the first `frames` frames of `source`, composed on a canvas of `canvasWidth` ×
+  /// `canvasHeight` (the size libvips decoded, which grows to hold frames past the declared
+  /// screen), or `nil`.
+  init?(source: GIFColourTables, frames: Int, hasAlpha: Bool, canvasWidth: Int, canvasHeight: Int) {
     guard frames >= 1, frames <= source.frames.count else { return nil }
     let limit = hasAlpha ? 255 : 256
+    let empty: ColourSet = hasAlpha ? ColourSet() : ColourSet([0, 0, 0])
+    let background = ColourSet(source.background)
     tables = []
     transparent = []
     frameTables = []
-    var visible: [UInt8] = []
-    var seen = Set<UInt32>()
+    var canvas = empty
     var known: [[UInt8]: Int32] = [:]
-    var current: Int32 = -1
     for frame in source.frames.prefix(frames) {
       guard !frame.colours.isEmpty else { return nil }
-      var changed = false
-      if frame.coversCanvas, !visible.isEmpty {
-        visible = []
-        seen = []
-        changed = true
-      }
+      var shown = frame.paints(canvasWidth: canvasWidth, canvasHeight: canvasHeight) ? ColourSet() : canvas
       var entry = 0
       var offset = 0
       while offset + 2 < frame.colours.count {
-        defer {
-          entry += 1
-          offset += 3
+        if entry != frame.transparentIndex {
+          shown.insert(frame.colours[offset], frame.colours[offset + 1], frame.colours[offset + 2])
         }
-        if entry == frame.transparentIndex { continue }
-        let (r, g, b) = (frame.colours[offset], frame.colours[offset + 1], frame.colours[offset + 2])
-        guard seen.insert(UInt32(r) << 16 | UInt32(g) << 8 | UInt32(b)).inserted else { continue }
-        visible += [r, g, b]
-        changed = true
+        entry += 1
+        offset += 3
       }
-      guard visible.count / 3 <= limit, !visible.isEmpty else { return nil }
-      if changed || current < 0 {
-        if let index = known[visible] {
-          current = index
-        } else {
-          current = Int32(tables.count)
-          known[visible] = current
-          tables.append(hasAlpha ? visible + [0, 0, 0] : visible)
-          transparent.append(hasAlpha ? Int32(visible.count / 3) : -1)
-        }
+      guard shown.count <= limit, shown.count > 0 else { return nil }
+      switch frame.disposal {
+      case 2: canvas = shown.union(frame.transparentIndex == nil ? background : empty)
+      case 3, 4: break  // the canvas as it was before this frame
+      default: canvas = shown
       }
-      frameTables.append(current)
+      if let index = known[shown.colours] {
+        frameTables.append(index)
+      } else {
+        let index = Int32(tables.count)
+        known[shown.colours] = index
+        tables.append(hasAlpha ? shown.colours + [0, 0, 0] : shown.colours)
+        transparent.append(hasAlpha ? Int32(shown.count) : -1)
+        frameTables.append(index)
+      }
     }
   }
 
@@ -92,5 +93,30 @@ struct GIFTablePlan {
       }
     }
     return (status, buffer, length)
+  }
+}
+
+/// Distinct RGB colours in the order first seen, as triples.
+private struct ColourSet {
+  private(set) var colours: [UInt8] = []
+  private var seen = Set<UInt32>()
+
+  init(_ colour: [UInt8]? = nil) { if let colour, colour.count == 3 { insert(colour[0], colour[1], colour[2]) } }
+
+  var count: Int { colours.count / 3 }
+
+  mutating func insert(_ r: UInt8, _ g: UInt8, _ b: UInt8) {
+    guard seen.insert(UInt32(r) << 16 | UInt32(g) << 8 | UInt32(b)).inserted else { return }
+    colours += [r, g, b]
+  }
+
+  func union(_ other: ColourSet) -> ColourSet {
+    var joined = self
+    var offset = 0
+    while offset + 2 < other.colours.count {
+      joined.insert(other.colours[offset], other.colours[offset + 1], other.colours[offset + 2])
+      offset += 3
+    }
+    return joined
   }
 }

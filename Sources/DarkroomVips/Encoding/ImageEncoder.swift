@@ -129,7 +129,9 @@ public struct ImageEncoder: Stage {
       image = try image.eightBitSRGB(keepGrey: false)
       // A GIF source that was only moved, scaled or cut keeps its own colour tables.
       if let source = input.gifSource.flatMap(GIFColourTables.init),
-        let plan = GIFTablePlan(source: source, frames: image.frameCount, hasAlpha: image.hasAlpha)
+        let plan = GIFTablePlan(
+          source: source, frames: image.frameCount, hasAlpha: image.hasAlpha, canvasWidth: input.sourceWidth,
+          canvasHeight: input.sourceHeight)
       {
         (status, buffer, length) = plan.save(image)
       } else {

@@ -113,7 +113,7 @@ package struct ShrinkOnLoadDecoder: Stage {
     }
     // Crop and scale in the stored orientation, then turn the small result upright: rotating a
     // thumbnail is cheap, rotating the full image is not.
-    var image = try decoder.finish(
+    let image = try decoder.finish(
       loaded, format: header.format, input: input, width: fullWidth, height: fullHeight, shrink: jpegShrink, scale: scale,
       rotate: false)
     var pixels = image.image
@@ -132,8 +132,7 @@ package struct ShrinkOnLoadDecoder: Stage {
       pixels = try pixels.materialized().autorotated()
     }
     pixels = try resizer.apply(to: pixels, scaledTo: target)
-    image.image = pixels
-    return image
+    return resizer.keepingColours(image, pixels)
   }
 }
 

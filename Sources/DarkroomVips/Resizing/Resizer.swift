@@ -144,7 +144,7 @@ public struct Resizer: Stage {
 
   /// The resized image: scaling mixes neighbouring colours but adds none of its own, unless the
   /// `center` mode pads it with the background.
-  private func keepingColours(_ input: DecodedImage, _ image: VipsImage) -> DecodedImage {
+  func keepingColours(_ input: DecodedImage, _ image: VipsImage) -> DecodedImage {
     mode == .center ? input.with(image) : input.reshaped(image)
   }
 

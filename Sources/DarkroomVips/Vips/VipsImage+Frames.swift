@@ -1,6 +1,7 @@
 import CVips
 import CVipsShim
 import DarkroomCore
+import Synchronization
 
 /// Animations: a GIF or animated WebP is decoded as a strip of frames, one under the other, each
 /// ``frameHeight`` pixels tall, with its delays and loop count. Operations run on each frame
@@ -56,7 +57,9 @@ extension VipsImage {
     guard isAnimated else { return try operation(self) }
     let source = frames()
     let first = try operation(try source.frame(0))
-    let maker = FrameMaker(count: source.count) { index throws(PipelineError) in try operation(try source.frame(index)) }
+    let maker = FrameMaker(count: source.count, first: first) { index throws(PipelineError) in
+      try operation(try source.frame(index))
+    }
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     let context = Unmanaged.passRetained(maker).toOpaque()
     let status = dr_join_made_frames(
@@ -69,7 +72,10 @@ extension VipsImage {
       let cause = Vips.captureError()
       throw PipelineError(.processingFailed, "\(what): joining the frames failed: \(cause.text)", cause: cause)
     }
-    return VipsImage(taking: out, keepAlive: VipsImage.ownedMemory(of: [first]), frameMaker: maker)
+    // The strip reads nothing of `first` (its frames come from the maker); the compressed source
+    // is named so that a cache counts what the strip keeps alive.
+    let sources = VipsImage.ownedMemory(of: [first]).filter { $0 is ImageBytes }
+    return VipsImage(taking: out, keepAlive: sources, frameMaker: maker)
   }
 
   /// This animation's frames: made by the maker this strip was joined with, or cut from it.
@@ -161,16 +167,26 @@ extension VipsImage {
 
 /// An animation's frames, each made when it is asked for (the strip of a ``VipsImage/framewise(_:_:)``
 /// is read once, so each frame is made once).
+///
+/// The first frame, made when the stage ran, is kept until it is first asked for: the next stage
+/// builds on it (and the encoder reads it) instead of making it again through every stage
+/// before, which for a chain of stages that copy their input (rotate, trim) cost a copy per stage
+/// per stage.
 final class FrameMaker: Sendable {
   let count: Int
   private let make: @Sendable (Int) throws(PipelineError) -> VipsImage
+  private let first: Mutex<VipsImage?>
 
-  init(count: Int, make: @escaping @Sendable (Int) throws(PipelineError) -> VipsImage) {
+  init(count: Int, first: VipsImage? = nil, make: @escaping @Sendable (Int) throws(PipelineError) -> VipsImage) {
     self.count = count
     self.make = make
+    self.first = Mutex(first)
   }
 
-  func frame(_ index: Int) throws(PipelineError) -> VipsImage { try make(index) }
+  func frame(_ index: Int) throws(PipelineError) -> VipsImage {
+    if index == 0, let kept = first.withLock({ kept in kept.take() }) { return kept }
+    return try make(index)
+  }
 }
 
 /// The strip's callback: frame `index` made on a libvips thread, its wrapper handed to the strip
