@@ -156,7 +156,9 @@ static int dr_mapped_start(DrMappedGif *state) {
   config.height = (uint16_t)state->frame_height;
   config.pWriteFn = dr_mapped_write;
   config.pContext = state;
-  if (state->frames > 1) {
+  // Always, as libvips' saver does: cgif writes a frame's control block (and with it the
+  // transparent entry) only in an animated GIF, so a still logo would lose its transparency.
+  {
     config.attrFlags |= CGIF_ATTR_IS_ANIMATED;
     // libvips' convention: loop 0 repeats for ever, 1 plays once, n plays n times.
     if (state->loop == 1) config.attrFlags |= CGIF_ATTR_NO_LOOP;

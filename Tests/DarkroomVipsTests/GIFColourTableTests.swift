@@ -338,3 +338,156 @@ final class CountingOperation: PixelOperation {
     return try image.flipped(.horizontal)
   }
 }
+
+/// GIF files written byte by byte, for what `TestGIF` does not write: tables of any size, control
+/// blocks of other sizes or two to a frame, sub-blocks cut short, codes of any width.
+enum RawGIF {
+  static func word(_ value: Int) -> [UInt8] { [UInt8(value & 0xFF), UInt8(value >> 8 & 0xFF)] }
+
+  /// A table of at least 2 entries and a power of two, and its size bits.
+  static func table(_ colours: [[UInt8]]) -> (bytes: [UInt8], bits: UInt8) {
+    var bits = 0
+    while 2 << bits < colours.count { bits += 1 }
+    let entries = 2 << bits
+    return ((0..<entries).flatMap { $0 < colours.count ? colours[$0] : [0, 0, 0] }, UInt8(bits))
+  }
+
+  static func header(_ width: Int, _ height: Int, global: [[UInt8]], background: UInt8 = 0) -> [UInt8] {
+    let (bytes, bits) = table(global)
+    return Array("GIF89a".utf8) + word(width) + word(height) + [0x80 | bits, background, 0] + bytes
+      + [0x21, 0xFF, 11] + Array("NETSCAPE2.0".utf8) + [3, 1, 0, 0, 0]
+  }
+
+  /// A graphic control extension; `size` is what its size byte says (4 in a well-formed file).
+  static func control(transparent: UInt8? = nil, disposal: UInt8 = 0, size: UInt8 = 4) -> [UInt8] {
+    let fields: [UInt8] = [disposal << 2 | (transparent == nil ? 0 : 1), 10, 0, transparent ?? 0]
+    return [0x21, 0xF9, size] + (0..<Int(size)).map { $0 < fields.count ? fields[$0] : 0 } + [0]
+  }
+
+  /// An image descriptor, its local table, the code size and `data` in sub-blocks of `chunk`.
+  static func image(
+    _ x: Int, _ y: Int, _ width: Int, _ height: Int, local: [[UInt8]]? = nil, codeSize: Int, data: [UInt8], chunk: Int = 255
+  ) -> [UInt8] {
+    var out = [0x2C] + word(x) + word(y) + word(width) + word(height)
+    if let local {
+      let (bytes, bits) = table(local)
+      out += [0x80 | bits] + bytes
+    } else {
+      out.append(0)
+    }
+    out.append(UInt8(codeSize))
+    var offset = 0
+    while offset < data.count {
+      let count = min(chunk, data.count - offset)
+      out += [UInt8(count)] + data[offset..<offset + count]
+      offset += count
+    }
+    return out + [0]
+  }
+
+  /// Codes of the given widths packed least significant bit first.
+  static func pack(_ codes: [(code: Int, bits: Int)]) -> [UInt8] {
+    var (out, buffer, held) = ([UInt8](), 0, 0)
+    for (code, bits) in codes {
+      buffer |= code << held
+      held += bits
+      while held >= 8 {
+        out.append(UInt8(buffer & 0xFF))
+        buffer >>= 8
+        held -= 8
+      }
+    }
+    return held > 0 ? out + [UInt8(buffer & 0xFF)] : out
+  }
+
+  /// `indices` as literal codes, a clear code before the table would need wider codes, and the
+  /// end code.
+  static func literals(_ indices: [Int], codeSize minimum: Int) -> [UInt8] {
+    let (clear, width) = (1 << minimum, minimum + 1)
+    let run = (1 << width) - clear - 2
+    var codes: [(code: Int, bits: Int)] = []
+    for (count, index) in indices.enumerated() {
+      if count % run == 0 { codes.append((clear, width)) }
+      codes.append((index, width))
+    }
+    return pack(codes + [(clear + 1, width)])
+  }
+}
+
+extension GIFColourTableTests {
+  static let (white, cyan, magenta): ([UInt8], [UInt8], [UInt8]) = ([255, 255, 255], [0, 255, 255], [255, 0, 255])
+
+  /// Files where libnsgif draws what the tables and rectangles alone do not say.
+  static func decoderCases() -> [(name: String, bytes: [UInt8])] {
+    let red = Self.red
+    let all = Array(repeating: 0, count: 64)
+    let redFrame = RawGIF.control() + RawGIF.image(0, 0, 8, 8, codeSize: 2, data: RawGIF.literals(all, codeSize: 2))
+    var truncated = RawGIF.header(8, 8, global: [red, white]) + redFrame + RawGIF.control()
+    // The second frame's data in one sub-block that says 255 bytes and ends with the file.
+    let data = RawGIF.literals(Array(repeating: 1, count: 64), codeSize: 2)
+    truncated += RawGIF.image(0, 0, 8, 8, local: [Self.green, Self.blue], codeSize: 2, data: []).dropLast(1) + [255] + data
+    // 16 pixels as [clear, 1, 1] × 8 in 3-bit codes: exactly 9 bytes and no end code.
+    let exact = RawGIF.pack(Array(repeating: [(4, 3), (1, 3), (1, 3)], count: 8).flatMap { $0 })
+    return [
+      ("a sub-block that runs past the end of the file is not drawn", truncated),
+      (
+        "a frame drawing indices past its table",
+        RawGIF.header(8, 8, global: [red, Self.green]) + RawGIF.control()
+          + RawGIF.image(
+            0, 0, 8, 8, codeSize: 2,
+            data: RawGIF.literals(Array(repeating: 0, count: 32) + Array(repeating: 3, count: 32), codeSize: 2))
+          + [0x3B]
+      ),
+      (
+        "a frame past its local table shows the larger local table before",
+        RawGIF.header(8, 8, global: [[0, 0, 0], white]) + RawGIF.control()
+          + RawGIF.image(
+            0, 0, 8, 8, local: [Self.yellow, Self.cyan, Self.magenta, white], codeSize: 2,
+            data: RawGIF.literals((0..<64).map { $0 % 4 }, codeSize: 2))
+          + RawGIF.control()
+          + RawGIF.image(
+            0, 0, 8, 8, local: [red, Self.green], codeSize: 2, data: RawGIF.literals((0..<64).map { $0 / 16 }, codeSize: 2))
+          + [0x3B]
+      ),
+      (
+        "two control blocks before one frame: transparency stays on",
+        RawGIF.header(8, 8, global: [red, white]) + redFrame + RawGIF.control(transparent: 2) + RawGIF.control()
+          + RawGIF.image(
+            0, 0, 8, 8, local: [Self.green, Self.blue, Self.yellow, white], codeSize: 2,
+            data: RawGIF.literals(Array(repeating: 1, count: 32) + Array(repeating: 2, count: 32), codeSize: 2))
+          + [0x3B]
+      ),
+      (
+        "a control block of 3 bytes still names a transparent entry",
+        RawGIF.header(8, 8, global: [red, white]) + redFrame + RawGIF.control(transparent: 0, size: 3)
+          + RawGIF.image(
+            0, 0, 8, 8, local: [Self.green, Self.blue], codeSize: 2,
+            data: RawGIF.literals(Array(repeating: 0, count: 32) + Array(repeating: 1, count: 32), codeSize: 2))
+          + [0x3B]
+      ),
+      (
+        "a still with a transparent entry stays transparent",
+        RawGIF.header(8, 8, global: [red, white]) + RawGIF.control(transparent: 1)
+          + RawGIF.image(
+            0, 0, 8, 8, codeSize: 2,
+            data: RawGIF.literals(Array(repeating: 0, count: 8) + Array(repeating: 1, count: 56), codeSize: 2))
+          + [0x3B]
+      ),
+      (
+        "a last code that ends on the last bit of the last sub-block is dropped",
+        RawGIF.header(4, 4, global: [red, white]) + RawGIF.control()
+          + RawGIF.image(0, 0, 4, 4, codeSize: 2, data: RawGIF.literals(Array(repeating: 0, count: 16), codeSize: 2))
+          + RawGIF.control() + RawGIF.image(0, 0, 4, 4, local: [Self.blue, Self.green], codeSize: 2, data: exact) + [0x3B]
+      ),
+    ]
+  }
+
+  @Test("files where the decoder draws what the blocks alone do not say come out as libvips decodes them")
+  func decoderQuirksStayExact() async throws {
+    for (name, bytes) in Self.decoderCases() {
+      do { try await checkUnchanged(bytes, name, decoder: ImageDecoder(lenient: true)) } catch {
+        Issue.record("\(name): \(error)")
+      }
+    }
+  }
+}

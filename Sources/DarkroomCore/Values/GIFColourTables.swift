@@ -30,6 +30,10 @@ package struct GIFColourTables: Sendable, Equatable {
     package var disposal = 0
     /// Whether the image data gives a pixel for every pixel of the frame's rectangle.
     package var complete = false
+    /// The largest colour index the image data draws. An index past the frame's table shows
+    /// what libnsgif's 256-entry table holds there: nothing (the empty canvas) past the global
+    /// table, an earlier local table's entry past a local one.
+    package var largestIndex = 0
 
     package init(
       colours: [UInt8], transparentIndex: Int? = nil, left: Int = 0, top: Int = 0, width: Int = 0, height: Int = 0,
@@ -89,9 +93,11 @@ package struct GIFColourTables: Sendable, Equatable {
       switch introducer {
       case 0x21:  // extension: label, then sub-blocks
         guard let label = data.byte(position + 1) else { return }
-        // A graphic control extension declares 4 bytes; decoders read them from a longer block too.
-        if label == 0xF9, let size = data.byte(position + 2), size >= 4, let packed = data.byte(position + 3) {
-          control = (packed & 1 != 0 ? data.byte(position + 6).map(Int.init) : nil, Int(packed >> 2) & 7)
+        // A graphic control extension, read as libnsgif (libvips' GIF decoder) reads it: at fixed
+        // offsets whatever its size byte says; a later one before the same image changes the
+        // disposal, and turns transparency on but never off.
+        if label == 0xF9, let packed = data.byte(position + 3), let index = data.byte(position + 6) {
+          control = (packed & 1 != 0 ? Int(index) : control.transparent, Int(packed >> 2) & 7)
         }
         guard let next = data.skippingSubBlocks(from: position + 2) else { return }
         position = next
@@ -111,14 +117,16 @@ package struct GIFColourTables: Sendable, Equatable {
         }
         // The LZW minimum code size, then the image data's sub-blocks.
         let pixels = frameWidth * frameHeight
-        let complete =
-          data.byte(position).map { LZWPixelCount(data, codeSize: Int($0), from: position + 1, enough: pixels) } ?? false
-        frames.append(
-          Frame(
-            colours: colours, transparentIndex: control.transparent, left: left, top: top, width: frameWidth,
-            height: frameHeight, disposal: control.disposal, complete: complete))
+        let walk = data.byte(position).map { LZWWalk(data, codeSize: Int($0), from: position + 1, enough: pixels) }
+        // A chain of sub-blocks that runs past the data is one libnsgif does not draw whole.
+        let next = data.skippingSubBlocks(from: position + 1)
+        var frame = Frame(
+          colours: colours, transparentIndex: control.transparent, left: left, top: top, width: frameWidth,
+          height: frameHeight, disposal: control.disposal, complete: next != nil && walk?.complete == true)
+        frame.largestIndex = walk?.largestIndex ?? 0
+        frames.append(frame)
         control = (nil, 0)
-        guard let next = data.skippingSubBlocks(from: position + 1) else { return }
+        guard let next else { return }
         position = next
       default:  // the trailer (0x3B), or bytes a decoder would stop at too
         return
@@ -127,64 +135,83 @@ package struct GIFColourTables: Sendable, Equatable {
   }
 }
 
-/// Whether the LZW codes in the sub-blocks from `start` give at least `enough` pixels. Only the
-/// length of each code's string is followed (an array of 4,096 lengths), so the walk costs the
-/// compressed size, not the pixels; it stops at the end code, at a code no decoder accepts, at
-/// the end of the sub-blocks, or once `enough` pixels are counted.
-private func LZWPixelCount(_ data: SafeBytes, codeSize minimum: Int, from start: Int, enough: Int) -> Bool {
-  guard (1...11).contains(minimum) else { return false }
-  if enough == 0 { return true }
-  let clear = 1 << minimum
-  let end = clear + 1
-  var size = minimum + 1
-  var next = clear + 2
-  var lengths = [Int](repeating: 1, count: 4_096)
-  var previous = -1
-  var total = 0
-  var bits = 0
-  var held = 0
-  var position = start
-  var remaining = 0  // bytes left in the current sub-block
-  while true {
-    while held < size {
-      if remaining == 0 {
-        guard let length = data.byte(position), length > 0 else { return false }
-        remaining = Int(length)
+/// What the LZW codes in the sub-blocks from `start` draw, as libnsgif decodes them: whether they
+/// give at least `enough` pixels, and the largest colour index among them.
+///
+/// Only the length of each code's string is followed (an array of 4,096 lengths), so the walk
+/// costs the compressed size, not the pixels: every pixel a code draws is a literal code seen
+/// before it (or the code itself), so the largest literal is the largest index drawn. The walk
+/// stops at the end code, at a code no decoder accepts, at a sub-block that runs past the data
+/// (libnsgif skips it), at the end of the sub-blocks, or once `enough` pixels are counted. A code
+/// that ends on the last bit of the last sub-block is one libnsgif drops: it reads ahead for
+/// another sub-block and finds the end.
+private struct LZWWalk {
+  var complete = false
+  var largestIndex = 0
+
+  init(_ data: SafeBytes, codeSize minimum: Int, from start: Int, enough: Int) {
+    guard (1...11).contains(minimum) else { return }
+    if enough == 0 {
+      complete = true
+      return
+    }
+    let clear = 1 << minimum
+    let end = clear + 1
+    var size = minimum + 1
+    var next = clear + 2
+    var lengths = [Int](repeating: 1, count: 4_096)
+    var previous = -1
+    var total = 0
+    var bits = 0
+    var held = 0
+    var position = start
+    var remaining = 0  // bytes left in the current sub-block
+    while true {
+      while held < size {
+        if remaining == 0 {
+          guard let length = data.byte(position), length > 0, position + Int(length) < data.count else { return }
+          remaining = Int(length)
+          position += 1
+        }
+        guard let byte = data.byte(position) else { return }
+        bits |= Int(byte) << held
+        held += 8
         position += 1
+        remaining -= 1
       }
-      guard let byte = data.byte(position) else { return false }
-      bits |= Int(byte) << held
-      held += 8
-      position += 1
-      remaining -= 1
+      let code = bits & ((1 << size) - 1)
+      bits >>= size
+      held -= size
+      if held == 0, remaining == 0, (data.byte(position) ?? 0) == 0 { return }
+      if code == clear {
+        (size, next, previous) = (minimum + 1, clear + 2, -1)
+        continue
+      }
+      if code == end { return }
+      let length: Int
+      if previous < 0 {
+        guard code < clear else { return }
+        length = 1
+      } else if code < next {
+        length = lengths[code]
+      } else if code == next {
+        length = lengths[previous] + 1
+      } else {
+        return
+      }
+      if code < clear { largestIndex = max(largestIndex, code) }
+      if previous >= 0, next < 4_096 {
+        lengths[next] = lengths[previous] + 1
+        next += 1
+        if next == 1 << size, size < 12 { size += 1 }
+      }
+      total += length
+      if total >= enough {
+        complete = true
+        return
+      }
+      previous = code
     }
-    let code = bits & ((1 << size) - 1)
-    bits >>= size
-    held -= size
-    if code == clear {
-      (size, next, previous) = (minimum + 1, clear + 2, -1)
-      continue
-    }
-    if code == end { return false }
-    let length: Int
-    if previous < 0 {
-      guard code < clear else { return false }
-      length = 1
-    } else if code < next {
-      length = lengths[code]
-    } else if code == next {
-      length = lengths[previous] + 1
-    } else {
-      return false
-    }
-    if previous >= 0, next < 4_096 {
-      lengths[next] = lengths[previous] + 1
-      next += 1
-      if next == 1 << size, size < 12 { size += 1 }
-    }
-    total += length
-    if total >= enough { return true }
-    previous = code
   }
 }
 

@@ -38,7 +38,8 @@ struct GIFTablePlan {
     var canvas = empty
     var known: [[UInt8]: Int32] = [:]
     for frame in source.frames.prefix(frames) {
-      guard !frame.colours.isEmpty else { return nil }
+      // A frame drawing indices past its table shows what only libnsgif's own table knows.
+      guard !frame.colours.isEmpty, frame.largestIndex < frame.colours.count / 3 else { return nil }
       var shown = frame.paints(canvasWidth: canvasWidth, canvasHeight: canvasHeight) ? ColourSet() : canvas
       var entry = 0
       var offset = 0
