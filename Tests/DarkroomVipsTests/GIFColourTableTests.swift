@@ -491,3 +491,57 @@ extension GIFColourTableTests {
     }
   }
 }
+
+/// SplitMix64: the same numbers on every run.
+struct SeededNumbers {
+  var state: UInt64
+  mutating func next(_ bound: Int) -> Int {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return Int((z ^ (z >> 31)) % UInt64(max(1, bound)))
+  }
+}
+
+extension GIFColourTableTests {
+  /// A GIF of random frames: rectangles inside and past the screen, local tables or not, every
+  /// disposal, transparent entries, data cut short, sub-blocks of any length.
+  static func randomGIF(_ numbers: inout SeededNumbers) -> [UInt8] {
+    let colours: [[UInt8]] = [Self.red, Self.green, Self.blue, Self.white, [0, 0, 0], Self.yellow, Self.cyan, Self.magenta]
+    func table(_ count: Int) -> [[UInt8]] { (0..<count).map { _ in colours[numbers.next(colours.count)] } }
+    let (width, height) = (1 + numbers.next(10), 1 + numbers.next(10))
+    let global = table([2, 4, 8][numbers.next(3)])
+    var bytes = RawGIF.header(width, height, global: global, background: UInt8(numbers.next(5)))
+    for _ in 0..<(2 + numbers.next(4)) {
+      let covers = numbers.next(2) == 0
+      let (x, y) = covers ? (0, 0) : (numbers.next(width), numbers.next(height))
+      let (w, h) = covers ? (width, height) : (1 + numbers.next(width), 1 + numbers.next(height))
+      let local = numbers.next(2) == 0 ? table([2, 4][numbers.next(2)]) : nil
+      let entries = local?.count ?? global.count
+      let transparent = numbers.next(3) == 0 ? UInt8(numbers.next(entries)) : nil
+      bytes += RawGIF.control(transparent: transparent, disposal: UInt8(numbers.next(5)))
+      let pixels = numbers.next(4) == 0 ? numbers.next(w * h) : w * h
+      let data = RawGIF.literals((0..<pixels).map { _ in numbers.next(entries) }, codeSize: 2)
+      bytes += RawGIF.image(x, y, w, h, local: local, codeSize: 2, data: data, chunk: [255, 1, 2, 7][numbers.next(4)])
+    }
+    return bytes + [0x3B]
+  }
+
+  @Test("random GIFs written unchanged come out as libvips decodes them, frame by frame")
+  func randomGIFsStayExact() async throws {
+    var numbers = SeededNumbers(state: 17)
+    var compared = 0
+    for index in 0..<150 {
+      let bytes = Self.randomGIF(&numbers)
+      // Files libvips cannot decode at all (a first frame without pixels) have nothing to compare.
+      let fetched = FetchedData(source: ImageSource(path: "random.gif"), bytes: ImageBytes(bytes))
+      guard (try? ImageDecoder(lenient: true).decode(fetched).image.materialized()) != nil else { continue }
+      compared += 1
+      do { try await checkUnchanged(bytes, "random GIF \(index)", decoder: ImageDecoder(lenient: true)) } catch {
+        Issue.record("random GIF \(index): \(error)")
+      }
+    }
+    #expect(compared > 100, "only \(compared) of 150 random GIFs decode")
+  }
+}
