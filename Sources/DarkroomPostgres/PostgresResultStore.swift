@@ -41,11 +41,16 @@ public final class PostgresResultStore: SharedResultStore, Service {
   /// before it registered (it then resumes at once).
   private let waiters = Protected<[String: [UUID: CheckedContinuation<SharedRenderOutcome?, Never>?]]>([:])
   private let stores = Atomic<Int>(0)
+  private let listening = Atomic<Bool>(false)
 
   static let channel = "darkroom_cache"
 
   /// Waiters registered now (for tests: none is left behind).
   var waiterCount: Int { waiters.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+  /// Whether ``run()`` listens for ended claims now. A waiter registered before it does is woken
+  /// (to look again) when the listening starts; tests wait for this before they register one.
+  var isListening: Bool { listening.load(ordering: .acquiring) }
 
   public init(
     client: PostgresClient, logger: Logger = Logger(label: "darkroom.shared-cache"), maxBytes: Int = 16 << 20,
@@ -316,6 +321,8 @@ public final class PostgresResultStore: SharedResultStore, Service {
           try await connection.listen(on: Self.channel) { notifications in
             backoff = .milliseconds(100)
             self.wakeEveryone()
+            self.listening.store(true, ordering: .releasing)
+            defer { self.listening.store(false, ordering: .releasing) }
             for try await notification in notifications.cancelOnGracefulShutdown() {
               if let (hash, outcome) = Self.parse(notification.payload) { self.wake(hash, with: outcome) }
             }

@@ -20,6 +20,8 @@ struct PostgresResultStoreTests {
       group.addTask { await client.run() }
       group.addTask { try await store.run() }
       defer { group.cancelAll() }
+      // Waiters registered before the store listens are woken when it starts.
+      await eventually { store.isListening }
       return try await body(store)
     }
   }
@@ -153,6 +155,7 @@ struct PostgresResultStoreFailureTests {
       group.addTask { await client.run() }
       group.addTask { try await store.run() }
       defer { group.cancelAll() }
+      await eventually { store.isListening }
       let started = AsyncStream<Void>.makeStream()
       let claimant = Task {
         try await store.withRenderClaim(forKey: "c") {
