@@ -61,7 +61,9 @@ public final class ImageServer: Sendable {
     self.logger = logger
     let gate = AdmissionGate(limit: configuration.concurrency, queue: configuration.queue)
     self.gate = gate
-    metrics = ServerMetrics(queueDepth: { gate.waiting })
+    var listening: (@Sendable () -> Bool)?
+    if let sharedCache { listening = { sharedCache.isListening } }
+    metrics = ServerMetrics(queueDepth: { gate.waiting }, sharedCacheListening: listening)
     var loaderConfiguration = ImageLoader.Configuration()
     loaderConfiguration.timeout = .milliseconds(Int((configuration.timeout * 1000).rounded()))
     loaderConfiguration.networkLimit = max(8, configuration.concurrency * 2)

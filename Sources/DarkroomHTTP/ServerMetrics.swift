@@ -28,13 +28,22 @@ public final class ServerMetrics: Sendable {
 
   /// Read when the metrics are written: how many renders wait for a slot.
   private let queueDepth: @Sendable () -> Int
+  /// Read when the metrics are written: whether the shared cache listens, with its gauge.
+  private let sharedListening: (read: @Sendable () -> Bool, gauge: Gauge)?
 
-  /// Metrics in `registry`; `queueDepth` says how many renders wait (read at each ``text()``).
+  /// Metrics in `registry`; `queueDepth` says how many renders wait, and
+  /// `sharedCacheListening`, given when there is a shared cache, whether it listens (both read
+  /// at each ``text()``).
   public init(
-    registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), queueDepth: @escaping @Sendable () -> Int = { 0 }
+    registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), queueDepth: @escaping @Sendable () -> Int = { 0 },
+    sharedCacheListening: (@Sendable () -> Bool)? = nil
   ) {
     self.registry = registry
     self.queueDepth = queueDepth
+    sharedListening = sharedCacheListening.map { read in
+      let help = "1 while the shared cache hears when claims end in the cluster."
+      return (read, registry.makeGauge(descriptor: Self.name("shared_cache_listening", unit: "", help)))
+    }
     latency = registry.makeDurationHistogram(
       descriptor: Self.name("http_request_duration", unit: "seconds", "Time from request to response."),
       buckets: [
@@ -76,6 +85,7 @@ public final class ServerMetrics: Sendable {
   /// The metrics, in Prometheus' text exposition format.
   public func text() -> String {
     waiting.set(Double(queueDepth()))
+    if let (read, gauge) = sharedListening { gauge.set(read() ? 1.0 : 0.0) }
     return registry.emitToString()
   }
 

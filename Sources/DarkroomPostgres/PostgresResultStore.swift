@@ -49,8 +49,8 @@ public final class PostgresResultStore: SharedResultStore, Service {
   var waiterCount: Int { waiters.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
   /// Whether ``run()`` listens for ended claims now. A waiter registered before it does is woken
-  /// (to look again) when the listening starts; tests wait for this before they register one.
-  var isListening: Bool { listening.load(ordering: .acquiring) }
+  /// (to look again) when the listening starts.
+  public var isListening: Bool { listening.load(ordering: .acquiring) }
 
   public init(
     client: PostgresClient, logger: Logger = Logger(label: "darkroom.shared-cache"), maxBytes: Int = 16 << 20,

@@ -27,6 +27,13 @@ struct ServeSharedCacheTests {
       let ended = await child.finish()
       throw PostgresTestServer.Failure(message: "serve did not start: \(ended.stderr)")
     }
+    // Until its shared cache listens, an instance wakes a waiter at once (to look again), and
+    // the waiter renders on its own: the tests count renders and fetches.
+    while true {
+      let (data, _) = try await URLSession.shared.data(from: try #require(URL(string: base + "/metrics")))
+      if counter(String(decoding: data, as: UTF8.self), "darkroom_shared_cache_listening") == 1 { break }
+      try await Task.sleep(for: .milliseconds(20))
+    }
     return (child, base)
   }
 

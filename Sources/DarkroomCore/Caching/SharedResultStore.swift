@@ -37,6 +37,16 @@ public protocol SharedResultStore: Sendable {
   /// Waits until the claim on `key` ends somewhere in the cluster, and says how; `nil` when
   /// `timeout` passed first.
   func waitForResult(forKey key: String, timeout: Duration) async -> SharedRenderOutcome?
+
+  /// Whether the store hears now when a claim ends elsewhere. A waiter that registered before it
+  /// did is woken, to look for the result again, when it starts. A server shows it as the
+  /// `darkroom_shared_cache_listening` gauge.
+  var isListening: Bool { get }
+}
+
+extension SharedResultStore {
+  /// A store that needs no listening (one process, say) always hears.
+  public var isListening: Bool { true }
 }
 
 /// How a claimed render ended, as its waiters learn it.
