@@ -156,15 +156,13 @@ static int dr_mapped_start(DrMappedGif *state) {
   config.height = (uint16_t)state->frame_height;
   config.pWriteFn = dr_mapped_write;
   config.pContext = state;
-  // Always, as libvips' saver does: cgif writes a frame's control block (and with it the
-  // transparent entry) only in an animated GIF, so a still logo would lose its transparency.
-  {
-    config.attrFlags |= CGIF_ATTR_IS_ANIMATED;
-    // libvips' convention: loop 0 repeats for ever, 1 plays once, n plays n times.
-    if (state->loop == 1) config.attrFlags |= CGIF_ATTR_NO_LOOP;
-    int repeats = state->loop > 1 ? state->loop - 1 : state->loop;
-    config.numLoops = (uint16_t)(repeats > 65535 ? 65535 : repeats < 0 ? 0 : repeats);
-  }
+  // Always animated, as libvips' saver writes it: cgif writes a frame's control block (and with
+  // it the transparent entry) only in an animated GIF, so a still logo would lose its transparency.
+  config.attrFlags |= CGIF_ATTR_IS_ANIMATED;
+  // libvips' convention: loop 0 repeats for ever, 1 plays once, n plays n times.
+  if (state->loop == 1) config.attrFlags |= CGIF_ATTR_NO_LOOP;
+  int repeats = state->loop > 1 ? state->loop - 1 : state->loop;
+  config.numLoops = (uint16_t)(repeats > 65535 ? 65535 : repeats < 0 ? 0 : repeats);
   if (state->table_count == 1) {
     config.pGlobalPalette = (uint8_t *)state->tables[0].colours;
     config.numGlobalPaletteEntries = (uint16_t)state->tables[0].count;

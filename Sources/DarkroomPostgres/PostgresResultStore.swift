@@ -322,6 +322,7 @@ public final class PostgresResultStore: SharedResultStore, Service {
             backoff = .milliseconds(100)
             self.wakeEveryone()
             self.listening.store(true, ordering: .releasing)
+            self.logger.info("the shared cache listens for claims that end in the cluster")
             defer { self.listening.store(false, ordering: .releasing) }
             for try await notification in notifications.cancelOnGracefulShutdown() {
               if let (hash, outcome) = Self.parse(notification.payload) { self.wake(hash, with: outcome) }

@@ -29,11 +29,9 @@ struct ServeSharedCacheTests {
     }
     // Until its shared cache listens, an instance wakes a waiter at once (to look again), and
     // the waiter renders on its own: the tests count renders and fetches.
-    while true {
-      let (data, _) = try await URLSession.shared.data(from: try #require(URL(string: base + "/metrics")))
-      if counter(String(decoding: data, as: UTF8.self), "darkroom_shared_cache_listening") == 1 { break }
-      try await Task.sleep(for: .milliseconds(20))
-    }
+    await child.waitForErrorLine { $0.contains("the shared cache listens") }
+    let (data, _) = try await URLSession.shared.data(from: try #require(URL(string: base + "/metrics")))
+    #expect(counter(String(decoding: data, as: UTF8.self), "darkroom_shared_cache_listening") == 1)
     return (child, base)
   }
 

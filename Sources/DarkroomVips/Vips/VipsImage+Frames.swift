@@ -37,9 +37,7 @@ extension VipsImage {
 
   /// Frame `index` as a still image.
   public func frame(_ index: Int) throws(PipelineError) -> VipsImage {
-    if let frameMaker, frameMaker.count == frameCount { return try frameMaker.frame(index) }
-    let page = Int32(clamping: frameHeight)
-    return try derive("taking frame \(index)") { dr_frame($0, Int32(clamping: index), page, $1) }
+    try frames().frame(index)
   }
 
   /// The first frame alone, for formats that hold one image.
