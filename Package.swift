@@ -43,7 +43,12 @@ let package = Package(
       pkgConfig: "vips",
       providers: [.apt(["libvips-dev"])]
     ),
-    .target(name: "CVipsShim", dependencies: ["CVips"], linkerSettings: [.linkedLibrary("tiff"), .linkedLibrary("z"), .linkedLibrary("cgif")]),
+    .target(
+      name: "CVipsShim", dependencies: ["CVips"],
+      linkerSettings: [
+        .linkedLibrary("tiff"), .linkedLibrary("z"), .linkedLibrary("cgif"), .linkedLibrary("jpeg"),
+        .linkedLibrary("gmodule-2.0"),
+      ]),
     .systemLibrary(
       name: "CCurl",
       pkgConfig: "libcurl",

@@ -95,6 +95,25 @@ int dr_embed(VipsImage *in, int x, int y, int width, int height, const double *b
 
 // Savers to memory (`*buf` is owned by the caller: g_free). `strip` removes metadata.
 int dr_jpegsave_buffer(VipsImage *in, int quality, int progressive, int strip, void **buf, size_t *len);
+
+// JPEG straight through libjpeg-turbo (jpegdirect.c, decision 0014).
+//
+// Decodes the JPEG in `buf` (or, when `buf` is NULL, the first `file_length` bytes of the open
+// file `fd`, read with pread) at the DCT scale `eighths`/8 (1…8) into a new memory image that
+// carries `header`'s metadata; `header` is libvips' header-only image of the same file, and the
+// decode stops when it is killed. Returns 0 with `*out` set, or 1 (declined, nothing set) for
+// anything that is not a clean grey, RGB or YCbCr JPEG whose decoded pixels fit `max_bytes`:
+// any libjpeg warning or error, another colour space, a short file, a kill. Declined files are
+// loaded with libvips' loader, which then reports whatever was wrong.
+int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
+                        size_t max_bytes, VipsImage **out);
+
+// Encodes an 8-bit, 1- or 3-band image as JPEG with vips_jpegsave's settings and `strip` (the
+// same bytes), pulling the pixels through the image's pipeline on the calling thread, 16 rows at
+// a time, instead of through libvips' thread pool. Returns 0 with `*buf` (free with g_free) and
+// `*len`, -1 on failure (the reason in libvips' error buffer; a killed image fails), or 1
+// (declined) for another kind of image or when libvips runs more than one thread an image.
+int dr_jpeg_save_direct(VipsImage *in, int quality, int progressive, void **buf, size_t *len);
 int dr_pngsave_buffer(VipsImage *in, int compression, int palette, int quality, int strip, void **buf, size_t *len);
 int dr_webpsave_buffer(VipsImage *in, int quality, int lossless, int effort, int strip, void **buf, size_t *len);
 int dr_avifsave_buffer(VipsImage *in, int quality, int effort, int lossless, int strip, void **buf, size_t *len);

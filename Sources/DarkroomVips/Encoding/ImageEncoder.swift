@@ -108,7 +108,12 @@ public struct ImageEncoder: Stage {
         width: image.width, height: image.height, limit: ImageEncoder.maxJPEGSide, format: .jpeg, source: input.source)
       // To 8 bits first, so the 0…255 background means the same for 16-bit and float sources.
       image = try image.eightBitSRGB().flattened(background: background)
-      status = dr_jpegsave_buffer(image.pointer, Int32(quality), progressive ? 1 : 0, strip, &buffer, &length)
+      // Without metadata, straight through libjpeg on this thread (the same bytes as libvips'
+      // saver, without its thread pool; decision 0014); otherwise, or when declined, libvips'.
+      var direct: Int32 = 1
+      if strip == 1 { direct = dr_jpeg_save_direct(image.pointer, Int32(quality), progressive ? 1 : 0, &buffer, &length) }
+      status =
+        direct == 1 ? dr_jpegsave_buffer(image.pointer, Int32(quality), progressive ? 1 : 0, strip, &buffer, &length) : direct
       written = .jpeg
     case .png(let compression, let palette, let quality):
       if palette { image = try image.eightBitSRGB() }
