@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gmodule.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -42,7 +43,11 @@ size_t dr_take_warning(char *buffer, size_t size) {
 /* The folder libvips is pointed at for its modules: under /proc, where nobody can create it. */
 static const char *const dr_no_modules_home = "/proc/darkroom-loads-only-vips-heif";
 
-/* Loads libvips' HEIF module (HEIF and AVIF) from the module folder beside libvips itself. */
+/* Loads libvips' HEIF module (HEIF and AVIF) from the module folder beside libvips itself, once,
+ * when the first HEIF or AVIF image is loaded or saved (libheif and its codecs cost about 3 ms
+ * and 2 MB a process that never sees one). */
+static pthread_once_t dr_heif_once = PTHREAD_ONCE_INIT;
+
 static void dr_load_heif_module(void) {
   Dl_info info;
   if (!dladdr((void *)vips_init, &info) || !info.dli_fname) return;
@@ -55,6 +60,8 @@ static void dr_load_heif_module(void) {
   g_free(folder);
 }
 
+void dr_heif_ready(void) { pthread_once(&dr_heif_once, dr_load_heif_module); }
+
 int dr_init(const char *argv0) {
   /* libvips loads every module of its module folder when it starts, and takes that folder from
    * $VIPSHOME when set: ImageMagick, poppler, OpenSlide and libjxl cost about 15 ms and 7 MB a
@@ -62,7 +69,6 @@ int dr_init(const char *argv0) {
    * cannot exist (the environment chooses no code to load), then load only the HEIF module. */
   g_setenv("VIPSHOME", dr_no_modules_home, TRUE);
   if (VIPS_INIT(argv0 ? argv0 : "darkroom")) return -1;
-  dr_load_heif_module();
   g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE, dr_log_handler, NULL);
   // Loaders of formats Darkroom does not trust (ImageMagick, PDF, SVG, JPEG 2000, Matlab…) are
   // marked untrusted by libvips; refuse them even if something asks for them by name.
@@ -95,6 +101,7 @@ int dr_load_buffer(DrFormat format, const void *buf, size_t len, int shrink, dou
   case DR_FORMAT_TIFF:
     return vips_tiffload_buffer(data, len, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, NULL);
   case DR_FORMAT_HEIF:
+    dr_heif_ready();
     return vips_heifload_buffer(data, len, out, "access", access, "fail_on", fail_on, "n", 1, "page", 0, "thumbnail",
                                 thumbnail ? TRUE : FALSE, "unlimited", FALSE, NULL);
   }
@@ -351,6 +358,7 @@ int dr_webpsave_buffer(VipsImage *in, int quality, int lossless, int effort, int
 }
 
 int dr_avifsave_buffer(VipsImage *in, int quality, int effort, int lossless, int strip, void **buf, size_t *len) {
+  dr_heif_ready();
   return vips_heifsave_buffer(in, buf, len, "Q", quality, "effort", effort, "lossless", lossless ? TRUE : FALSE,
                               "compression", VIPS_FOREIGN_HEIF_COMPRESSION_AV1, "strip", strip ? TRUE : FALSE, NULL);
 }

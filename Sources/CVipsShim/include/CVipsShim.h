@@ -27,6 +27,11 @@ typedef enum {
 // server processes each image once; the cache would only grow). Call once per process.
 int dr_init(const char *argv0);
 
+// Loads libvips' HEIF module (HEIF and AVIF), once; the HEIF loaders and savers below call it.
+// dr_init loads no module: libvips' ImageMagick, PDF, OpenSlide and JPEG XL modules are never
+// loaded, and $VIPSHOME chooses none.
+void dr_heif_ready(void);
+
 // The libvips version as "major.minor.micro".
 const char *dr_version(void);
 

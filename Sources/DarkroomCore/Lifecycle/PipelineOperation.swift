@@ -24,7 +24,7 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
     var subscribers: [Int: AsyncStream<OperationEvent>.Continuation] = [:]
     var nextSubscriber = 0
     var outcome: Result<Output, PipelineError>?
-    var waiters: [UUID: CheckedContinuation<Result<Output, PipelineError>, Never>] = [:]
+    var waiters: [LocalToken: CheckedContinuation<Result<Output, PipelineError>, Never>] = [:]
     var task: Task<Void, Never>?
     var cancelRequested = false
   }
@@ -74,7 +74,7 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
   /// operation other tasks still wait for goes on for them.
   public var value: Output {
     get async throws(PipelineError) {
-      let waiter = UUID()
+      let waiter = LocalToken()
       let result = await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<Result<Output, PipelineError>, Never>) in
           let (outcome, abandoned) = state.withLock { state -> (Result<Output, PipelineError>?, Bool) in
@@ -101,7 +101,7 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
   }
 
   /// A waiter's task was cancelled: it stops waiting; the last waiter to go cancels the operation.
-  private func stopWaiting(_ waiter: UUID) {
+  private func stopWaiting(_ waiter: LocalToken) {
     let (continuation, last) = state.withLock { state -> (CheckedContinuation<Result<Output, PipelineError>, Never>?, Bool) in
       guard let continuation = state.waiters.removeValue(forKey: waiter) else { return (nil, false) }
       return (continuation, state.waiters.isEmpty && state.outcome == nil)

@@ -20,7 +20,7 @@ import Foundation
 package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
   private struct Waiter {
     let ticket: PriorityTicket
-    let observation: UUID
+    let observation: LocalToken
     let continuation: CheckedContinuation<Delivery?, any Error>
     let position: Int
   }
@@ -28,7 +28,7 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendab
   private final class Entry: @unchecked Sendable {  // guarded by the coalescer's `state` lock
     let ticket: PriorityTicket
     var task: Task<Void, Never>?
-    var waiters: [UUID: Waiter] = [:]
+    var waiters: [LocalToken: Waiter] = [:]
     /// The callers that got the previous result together with the one that started this work:
     /// the work is not closed to newcomers until all of them have moved on.
     var cohort: Cohort?
@@ -45,10 +45,10 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendab
     var runs = 0
     var joins = 0
     /// Waiters between their cancellation check and joining, and those cancelled in that window.
-    var arriving: Set<UUID> = []
-    var cancelledEarly: Set<UUID> = []
+    var arriving: Set<LocalToken> = []
+    var cancelledEarly: Set<LocalToken> = []
     /// The key each waiting caller waits for.
-    var waiterKeys: [UUID: Key] = [:]
+    var waiterKeys: [LocalToken: Key] = [:]
   }
   private let state = Protected(State())
   private let share: (@Sendable (Value, _ consumers: Int) async throws -> Value)?
@@ -122,7 +122,7 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendab
     work: (@Sendable (PriorityTicket) async throws -> Value)?
   ) async throws -> Delivery? {
     try Task.checkCancellation()
-    let waiter = UUID()
+    let waiter = LocalToken()
     _ = state.withLock { $0.arriving.insert(waiter) }
     let observation = ticket.observe { [weak self] _ in self?.priorityChanged(waiter) }
     defer { ticket.stopObserving(observation) }
@@ -188,7 +188,7 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendab
     }
   }
 
-  private func priorityChanged(_ waiter: UUID) {
+  private func priorityChanged(_ waiter: LocalToken) {
     state.withLock { state in
       guard let key = state.waiterKeys[waiter] else { return }
       state.entries[key]?.updatePriority()
@@ -196,7 +196,7 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendab
   }
 
   /// A waiter was cancelled: it stops waiting; the last one to go cancels the work.
-  private func leave(_ waiter: UUID) {
+  private func leave(_ waiter: LocalToken) {
     let (continuation, cancelWork) = state.withLock { state -> (CheckedContinuation<Delivery?, any Error>?, Task<Void, Never>?) in
       guard let key = state.waiterKeys.removeValue(forKey: waiter), let entry = state.entries[key],
         let leaving = entry.waiters.removeValue(forKey: waiter)

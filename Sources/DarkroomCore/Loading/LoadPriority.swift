@@ -24,7 +24,7 @@ public enum LoadPriority: Int, Sendable, Comparable, CaseIterable, Codable {
 /// ticket.priority = .high   // the user scrolled to it
 /// ```
 package final class PriorityTicket: Sendable {
-  private let state: Protected<(priority: LoadPriority, observers: [UUID: @Sendable (LoadPriority) -> Void])>
+  private let state: Protected<(priority: LoadPriority, observers: [LocalToken: @Sendable (LoadPriority) -> Void])>
   /// When the work was asked for: within a priority, queued work goes in this order (first come,
   /// first served), whatever order its tasks reach the queue in.
   public let order: UInt64
@@ -56,11 +56,11 @@ package final class PriorityTicket: Sendable {
   }
 
   /// Calls `observer` on every change until the returned token is passed to ``stopObserving(_:)``.
-  func observe(_ observer: @escaping @Sendable (LoadPriority) -> Void) -> UUID {
-    let token = UUID()
+  func observe(_ observer: @escaping @Sendable (LoadPriority) -> Void) -> LocalToken {
+    let token = LocalToken()
     state.withLock { $0.observers[token] = observer }
     return token
   }
 
-  func stopObserving(_ token: UUID) { _ = state.withLock { $0.observers.removeValue(forKey: token) } }
+  func stopObserving(_ token: LocalToken) { _ = state.withLock { $0.observers.removeValue(forKey: token) } }
 }
