@@ -92,7 +92,8 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --scratch-path .build-asan
 
 ## bench: release build, then ../shared/bench/compare.py cases A and B with darkroom beside the peers,
-## the HTTP benchmark, the cache benchmark (scripts/bench_cache.py), the loader benchmark
+## the quality beside them (scripts/bench_quality.py: mean SSIM on luma of every photo's thumbnail
+## against libvips' lossless one, beside libvips' own q80 thumbnail), the HTTP benchmark, the cache benchmark (scripts/bench_cache.py), the loader benchmark
 ## (scripts/bench_loader.py: coalescing on/off, cached hits under a saturated CPU class), memory
 ## (scripts/bench_memory.py), the image server against thumbor (scripts/bench_serve.py) and the
 ## PostgreSQL queue against darkroom run (scripts/bench_queue.py). A
@@ -104,6 +105,7 @@ bench: release
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fit.json "$$IN" --output "$$OUT" --quiet'
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 $(SHARED)/bench/compare.py --case B \
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fill.json "$$IN" --output "$$OUT" --quiet'
+	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_quality.py $(CURDIR)/.build/release/darkroom
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_http.py $(CURDIR)/.build/release/darkroom
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_cache.py $(CURDIR)/.build/release/darkroom $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_loader.py $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench

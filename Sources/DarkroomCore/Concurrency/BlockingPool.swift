@@ -116,7 +116,7 @@ package final class BlockingPool: @unchecked Sendable {
   private static let done: @Sendable () -> Void = {}
 
   /// The pool whose thread calls this, if any: tasks started there prefer it too.
-  static var current: BlockingPool? {
+  package static var current: BlockingPool? {
     guard let raw = pthread_getspecific(currentKey) else { return nil }
     return Unmanaged<BlockingPool>.fromOpaque(raw).takeUnretainedValue()
   }

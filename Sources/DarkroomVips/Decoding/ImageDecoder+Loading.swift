@@ -60,7 +60,7 @@ extension ImageDecoder {
 
   /// Runs the format's own loader on the bytes (or, for a large local JPEG, PNG or TIFF, on the
   /// file itself through a source that cannot map it); the image keeps the bytes alive.
-  static func load(
+  package static func load(
     _ format: ImageFormat, from bytes: ImageBytes, failOn: VipsFailOn? = nil, source: ImageSource, shrink: Int = 1,
     scale: Double = 1,
     thumbnail: Bool = false, sequential: Bool = true

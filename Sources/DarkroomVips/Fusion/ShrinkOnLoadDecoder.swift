@@ -97,8 +97,8 @@ package struct ShrinkOnLoadDecoder: Stage {
     if factor > 1 {
       switch header.format {
       case .jpeg:
-        let eighths = DirectJPEGDecode.eighths(width: cropWidth, height: cropHeight, covering: target)
-        if eighths <= 4, let direct = DirectJPEGDecode.load(input, header: header.image, eighths: eighths) {
+        let eighths = DirectJPEG.eighths(width: cropWidth, height: cropHeight, covering: target)
+        if eighths <= 4, let direct = DirectJPEG.load(input, header: header.image, eighths: eighths) {
           loaded = direct
           jpegShrink = 8 / eighths
           if crop == nil {
