@@ -276,6 +276,9 @@ int dr_jpeg_save_direct(VipsImage *in, int quality, int progressive, void **buf,
   }
   cinfo->write_JFIF_header = FALSE;
 
+  /* libvips warns once per failing tile ("error in tile 0 x 368"); on its saver's worker threads
+   * those never reached the caller's message. Neither do they here. */
+  size_t warnings = dr_warning_mark();
   encode->region = vips_region_new(in);
   if (!encode->region) longjmp(encode->errors.jump, 1);
   jpeg_start_compress(cinfo, TRUE);
@@ -285,6 +288,7 @@ int dr_jpeg_save_direct(VipsImage *in, int quality, int progressive, void **buf,
     VipsRect strip = {0, top, in->Xsize, rows};
     /* Pulls the rows through the pipeline on this thread; fails once the image is killed. */
     if (vips_region_prepare(encode->region, &strip)) {
+      dr_warning_reset(warnings);
       encode->errors.message[0] = 0; /* libvips' own error is in its buffer */
       longjmp(encode->errors.jump, 1);
     }

@@ -29,6 +29,12 @@ static void dr_log_handler(const gchar *domain, GLogLevelFlags level, const gcha
   if (used + 1 < sizeof last_warning) strncat(last_warning, message, sizeof last_warning - used - 1);
 }
 
+size_t dr_warning_mark(void) { return strlen(last_warning); }
+
+void dr_warning_reset(size_t mark) {
+  if (mark < strlen(last_warning)) last_warning[mark] = 0;
+}
+
 size_t dr_take_warning(char *buffer, size_t size) {
   size_t length = strlen(last_warning);
   if (buffer && size > 0) {

@@ -33,7 +33,6 @@ struct BatchRunner {
     var configuration = ImageLoader.Configuration()
     configuration.cpuLimit = jobs
     configuration.networkLimit = fetchConcurrency
-    configuration.runsOnCPUPool = true
     configuration.timeout = timeout
     configuration.stageTimeouts = stageTimeouts
     // --events jsonl: every event as a JSON line on stdout, through a notifier (ordered, off the

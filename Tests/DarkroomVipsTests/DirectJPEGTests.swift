@@ -35,18 +35,39 @@ struct DirectJPEGTests {
     #expect(DirectJPEG.eighths(width: 100, height: 100, covering: (150, 150)) == 8)
   }
 
-  @Test("at 4/8 it decodes the pixels libvips' loader decodes at shrink 2, and the partial edge besides")
+  @Test("at 4/8 it decodes the pixels libvips' loader decodes at shrink 2, without the partial edge")
   func sameAsLibvipsHalf() throws {
     let input = try Self.photo(width: 1001, height: 667)
-    let header = try Self.header(input)
-    let direct = try #require(DirectJPEG.load(input, header: header, eighths: 4))
-    // libjpeg rounds up (501×334); libvips' loader drops the partial last column and row.
-    #expect(direct.width == 501 && direct.height == 334)
+    let direct = try #require(DirectJPEG.load(input, header: try Self.header(input), eighths: 4))
+    // libjpeg rounds up (501×334); the partial last column and row are dropped, as libvips does.
+    #expect(direct.width == 500 && direct.height == 333 && direct.bands == 3)
     let libvips = try ImageDecoder.load(.jpeg, from: input.bytes, source: input.source, shrink: 2).materialized()
-    #expect(libvips.width == 500 && libvips.height == 333)
-    let common = try direct.cropped(x: 0, y: 0, width: 500, height: 333)
-    #expect(try common.pixelBytes() == libvips.pixelBytes())
-    #expect(direct.bands == 3)
+    #expect(try direct.pixelBytes() == libvips.pixelBytes())
+    // At 3/8, which libvips' loader cannot do: 1001 × 3/8 = 375.4, 667 × 3/8 = 250.1.
+    let threeEighths = try #require(DirectJPEG.load(input, header: try Self.header(input), eighths: 3))
+    #expect(threeEighths.width == 375 && threeEighths.height == 250)
+  }
+
+  @Test("a relative crop of a thin JPEG takes whole pixels, not the partial edge alone")
+  func thinCrop() async throws {
+    // 17×800, white but for a black last column: at 1/8 the third column would be that edge alone.
+    var pixels = [UInt8](repeating: 255, count: 17 * 800 * 3)
+    for row in 0..<800 { for band in 0..<3 { pixels[(row * 17 + 16) * 3 + band] = 0 } }
+    let image = try VipsImage.fromPixels(pixels, width: 17, height: 800, bands: 3)
+    let decoded = DecodedImage(
+      source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: 17, sourceHeight: 800)
+    let input = FetchedData(
+      source: ImageSource(path: "stripe.jpg"), bytes: try ImageEncoder(.jpeg(quality: 95)).encode(decoded).bytes)
+    let stages = [
+      AnyStage(ImageDecoder()), AnyStage(Cropper(.relative(x: 0.5, y: 0, width: 0.5, height: 1))),
+      AnyStage(Resizer(height: 100)), AnyStage(ImageEncoder(.png())),
+    ]
+    let fused = try decodeBack(
+      try await Pipeline<FetchedData, EncodedImage>(StageGraph(name: "fused", stages: stages, fusion: true)).process(input))
+    let plain = try decodeBack(
+      try await Pipeline<FetchedData, EncodedImage>(StageGraph(name: "plain", stages: stages, fusion: false)).process(input))
+    #expect(fused.image.width == plain.image.width && fused.image.height == plain.image.height)
+    #expect(try meanDifference(fused.image, plain.image) < 40)  // the edge alone would be 223 off
   }
 
   @Test("a grey JPEG decodes to one band")
@@ -166,6 +187,17 @@ struct DirectJPEGTests {
     let resized = try photo.resized(horizontal: 0.5, vertical: 0.5, kernel: .lanczos3)
     resized.kill()
     #expect(throws: PipelineError.self) { try resized.jpegBytes(quality: 80, direct: true) }
+  }
+
+  @Test("a cut JPEG pulled through on the encoder's thread fails with libvips' error alone, no tile warnings")
+  func failureMessage() async throws {
+    let input = try Self.photo(width: 1200, height: 900)
+    let cut = FetchedData(source: input.source, bytes: ImageBytes(Array(input.bytes.data.prefix(input.bytes.count / 2))))
+    let pipeline = try Pipeline<FetchedData, EncodedImage>(
+      StageGraph(name: "plain", stages: [AnyStage(ImageDecoder()), AnyStage(ImageEncoder(.jpeg()))]))
+    let error = await #expect(throws: PipelineError.self) { try await pipeline.process(cut) }
+    #expect(error?.code == .corruptImage)
+    #expect(error?.message.contains("error in tile") == false)
   }
 
   @Test("libvips loads no module but HEIF: never ImageMagick, PDF, OpenSlide or JPEG XL")

@@ -139,6 +139,12 @@ typedef struct {
 int dr_gifsave_mapped(
   VipsImage *in, const DrGifTable *tables, int table_count, const int *frame_tables, int frame_count, void **buf, size_t *len);
 
+// The length of this thread's captured warnings, and a cut back to such a length: work run on
+// the calling thread (dr_jpeg_save_direct) drops the warnings libvips emits for each failing
+// tile, which its worker threads' warnings never reached either.
+size_t dr_warning_mark(void);
+void dr_warning_reset(size_t mark);
+
 // libvips reports many loader problems (a damaged PNG header, say) only as GLib warnings in the
 // "VIPS" log domain, not in its error buffer. dr_init installs a handler that keeps the last such
 // warning per thread (instead of printing it); dr_take_warning copies it into `buffer` (at most

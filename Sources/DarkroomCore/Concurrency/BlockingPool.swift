@@ -54,11 +54,9 @@ package final class BlockingPool: @unchecked Sendable {
   /// one went on).
   public var busyTime: Duration { condition.withLock { busy } }
 
-  /// Runs `work` on a pool thread and returns its result. A task already running on one of this
-  /// pool's threads (it prefers the pool as its executor) runs `work` there at once.
+  /// Runs `work` on a pool thread and returns its result.
   public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try Task.checkCancellation()
-    if isCurrent { return try work() }
     let box = ContinuationBox<T>()
     let holder = WorkHolder(work)
     return try await withTaskCancellationHandler {
@@ -90,20 +88,6 @@ package final class BlockingPool: @unchecked Sendable {
     }
   }
 
-  /// Queues a job without a waiting task (the executor's jobs).
-  private func submit(_ job: @escaping @Sendable () -> Void) {
-    let orphaned = condition.withLock { () -> Bool in
-      queue.append(job)
-      condition.signal()
-      return stopping
-    }
-    if orphaned {
-      let thread = Thread { self.workerLoop() }
-      thread.stackSize = 8 << 20
-      thread.start()
-    }
-  }
-
   /// Lets the threads exit once the work already queued has run. Work submitted afterwards still
   /// runs, on a thread started for it. (An `ImageLoader`'s pools are shut down when it goes away.)
   public func shutdown() {
@@ -115,23 +99,7 @@ package final class BlockingPool: @unchecked Sendable {
 
   private static let done: @Sendable () -> Void = {}
 
-  /// The pool whose thread calls this, if any: tasks started there prefer it too.
-  package static var current: BlockingPool? {
-    guard let raw = pthread_getspecific(currentKey) else { return nil }
-    return Unmanaged<BlockingPool>.fromOpaque(raw).takeUnretainedValue()
-  }
-
-  /// Whether the calling thread is one of this pool's.
-  var isCurrent: Bool { pthread_getspecific(Self.currentKey) == Unmanaged.passUnretained(self).toOpaque() }
-
-  private static let currentKey: pthread_key_t = {
-    var key = pthread_key_t()
-    pthread_key_create(&key, nil)
-    return key
-  }()
-
   private func workerLoop() {
-    pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
     while true {
       condition.lock()
       while head >= queue.count && !stopping { condition.wait() }
@@ -230,16 +198,5 @@ private final class ContinuationBox<T: Sendable>: Sendable {
       return continuation
     }
     continuation?.resume(throwing: CancellationError())
-  }
-}
-
-/// A pool is also an executor: a task that prefers it (`Task(executorPreference:)`) runs between
-/// its suspensions on the pool's threads, and its blocking work (``BlockingPool/run(_:)``) runs
-/// in place instead of being handed to another thread.
-extension BlockingPool: TaskExecutor {
-  public func enqueue(_ job: consuming ExecutorJob) {
-    let job = UnownedJob(job)
-    let executor = asUnownedTaskExecutor()
-    submit { job.runSynchronously(on: executor) }
   }
 }

@@ -27,7 +27,7 @@ package struct PipelineExecutor: Sendable {
     let factories = Self.layerFactories(graph.runnableStages, options: options)
     let operation = PipelineOperation<Output>(info: info, observers: options.observers + factories.flatMap(\.observers))
     register(operation)
-    let task = Task(executorPreference: options.executor) {
+    let task = Task {
       await Self.execute(graph, input: input, source: source, operation: operation, options: options, factories: factories)
     }
     operation.attach(task)

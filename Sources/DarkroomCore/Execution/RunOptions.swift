@@ -16,8 +16,6 @@ public struct RunOptions: Sendable {
   public var timeout: Duration?
   /// The pool blocking stage work runs on.
   package var pool: BlockingPool = .shared
-  /// The executor the run's tasks prefer (`nil`: Swift's global executor).
-  package var executor: BlockingPool?
   /// The longest one stage may take, unless ``stageTimeouts`` names its kind; `nil` for no limit.
   /// On expiry the operation fails with `timedOut`, naming the stage.
   public var stageTimeout: Duration?

@@ -22,7 +22,7 @@ extension PipelineExecutor {
     guard let limit else { return try await body() }
     let expiry = PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source)
     let race = TimeLimitRace<T>(until: ContinuousClock.now.advanced(by: limit), expiry: expiry)
-    let work = Task(executorPreference: BlockingPool.current) {
+    let work = Task {
       do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
     }
     let deadline = DeadlineScheduler.shared.schedule(after: limit) { race.stop(expiry) }

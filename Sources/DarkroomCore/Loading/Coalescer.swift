@@ -147,7 +147,7 @@ package final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendab
           state.entries[key] = entry
           state.waiterKeys[waiter] = key
           state.runs += 1
-          entry.task = Task(executorPreference: BlockingPool.current) { [weak self] in
+          entry.task = Task { [weak self] in
             let result: Result<Value, any Error>
             do { result = .success(try await work(entry.ticket)) } catch { result = .failure(error) }
             await self?.finish(key, entry: entry, with: result)

@@ -44,9 +44,6 @@ public final class ImageLoader: @unchecked Sendable {
     public var stageTimeouts: [String: Duration] = [:]
     /// Observers of every operation the loader starts.
     public var observers: [any OperationObserver] = []
-    /// Runs each operation's tasks on the CPU pool's threads instead of Swift's global executor
-    /// (a batch: no thread hand-off between stages; a server keeps them apart).
-    package var runsOnCPUPool = false
 
     public init() {}
   }
@@ -90,7 +87,6 @@ public final class ImageLoader: @unchecked Sendable {
   public var defaultRunOptions: RunOptions {
     var options = RunOptions(timeout: configuration.timeout, stageTimeout: configuration.stageTimeout)
     options.stageTimeouts = configuration.stageTimeouts
-    if configuration.runsOnCPUPool { options.executor = scheduler.cpuPool }
     return options
   }
 

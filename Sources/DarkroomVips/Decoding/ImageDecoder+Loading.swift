@@ -68,6 +68,8 @@ extension ImageDecoder {
     guard let code = format.shimFormat else {
       throw PipelineError(.unsupportedFormat, "\(format) images are not accepted", source: source.description)
     }
+    // libvips starts itself on first use when nobody has: with every module, which dr_init avoids.
+    try Vips.initialize()
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     Vips.takeWarning()  // forget warnings of earlier work on this thread
     let failOn = failOn ?? strictFailOn(for: format)

@@ -43,7 +43,14 @@ package enum DirectJPEG {
       }
     }
     guard status == 0, let out else { return nil }
-    return VipsImage(taking: out, keepAlive: [])
+    let image = VipsImage(taking: out, keepAlive: [])
+    // libjpeg rounds the scaled size up: its last column and row stand for the image's last few
+    // source pixels mixed with the encoder's padding. Like libvips' loader, keep the whole pixels
+    // only (a relative crop of a thin image could otherwise pick the partial edge alone).
+    let whole = (width: header.width * eighths / 8, height: header.height * eighths / 8)
+    guard whole.width >= 1, whole.height >= 1 else { return nil }
+    if image.width == whole.width, image.height == whole.height { return image }
+    return try? image.cropped(x: 0, y: 0, width: whole.width, height: whole.height)
   }
 }
 

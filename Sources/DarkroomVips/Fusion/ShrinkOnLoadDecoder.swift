@@ -90,10 +90,6 @@ package struct ShrinkOnLoadDecoder: Stage {
     var loaded = header.image
     var scale = 1.0
     var jpegShrink = 1
-    // The decoded image's true extent in its own pixels, when libjpeg scaled it by M/8: its last
-    // row and column hold the image's last few source pixels, so the resample scales from the
-    // extent (not the rounded-up size) and lands exactly where the full-size resample would.
-    var extent: (width: Double, height: Double)?
     if factor > 1 {
       switch header.format {
       case .jpeg:
@@ -101,9 +97,6 @@ package struct ShrinkOnLoadDecoder: Stage {
         if eighths <= 4, let direct = DirectJPEG.load(input, header: header.image, eighths: eighths) {
           loaded = direct
           jpegShrink = 8 / eighths
-          if crop == nil {
-            extent = (Double(fullWidth) * Double(eighths) / 8, Double(fullHeight) * Double(eighths) / 8)
-          }
         } else {
           jpegShrink = factor
           loaded = try ImageDecoder.load(.jpeg, from: input.bytes, source: input.source, shrink: factor)
@@ -137,7 +130,7 @@ package struct ShrinkOnLoadDecoder: Stage {
       if let rect { pixels = try pixels.cropped(x: rect.x, y: rect.y, width: rect.width, height: rect.height) }
     }
     let storedTarget = swaps ? (width: target.height, height: target.width) : target
-    pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, from: extent, finishing: false)
+    pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, finishing: false)
     if orientation != 1 {
       // Turning and vertical flips read their input out of order, and the loader reads the file
       // sequentially ("out of order read"): hold the shrunk image in memory first, as
