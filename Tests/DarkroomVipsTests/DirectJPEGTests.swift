@@ -35,17 +35,23 @@ struct DirectJPEGTests {
     #expect(DirectJPEG.eighths(width: 100, height: 100, covering: (150, 150)) == 8)
   }
 
-  @Test("at 4/8 it decodes the pixels libvips' loader decodes at shrink 2, without the partial edge")
+  @Test("at 4/8 it decodes the pixels libvips' loader decodes at shrink 2, and the partial edge besides")
   func sameAsLibvipsHalf() throws {
     let input = try Self.photo(width: 1001, height: 667)
     let direct = try #require(DirectJPEG.load(input, header: try Self.header(input), eighths: 4))
-    // libjpeg rounds up (501×334); the partial last column and row are dropped, as libvips does.
-    #expect(direct.width == 500 && direct.height == 333 && direct.bands == 3)
+    // libjpeg rounds up (501×334); libvips' loader drops the partial last column and row.
+    #expect(direct.width == 501 && direct.height == 334 && direct.bands == 3)
     let libvips = try ImageDecoder.load(.jpeg, from: input.bytes, source: input.source, shrink: 2).materialized()
-    #expect(try direct.pixelBytes() == libvips.pixelBytes())
+    #expect(libvips.width == 500 && libvips.height == 333)
+    let whole = try DirectJPEG.prepared(direct, width: 1001, height: 667, eighths: 4, cropping: true)
+    #expect(whole.image.width == 500 && whole.image.height == 333 && whole.extent == (500, 333))
+    #expect(try whole.image.pixelBytes() == libvips.pixelBytes())
+    // Without a crop, a large image keeps its partial edge and is scaled from its true extent.
+    let kept = try DirectJPEG.prepared(direct, width: 1001, height: 667, eighths: 4, cropping: false)
+    #expect(kept.image.width == 501 && kept.extent == (500.5, 333.5))
     // At 3/8, which libvips' loader cannot do: 1001 × 3/8 = 375.4, 667 × 3/8 = 250.1.
     let threeEighths = try #require(DirectJPEG.load(input, header: try Self.header(input), eighths: 3))
-    #expect(threeEighths.width == 375 && threeEighths.height == 250)
+    #expect(threeEighths.width == 376 && threeEighths.height == 251)
   }
 
   @Test("a relative crop of a thin JPEG takes whole pixels, not the partial edge alone")
