@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Darkroom needs, when they are missing.
 #   scripts/install-deps.sh           build and test dependencies (libvips-dev, libcurl4-openssl-dev,
-#                                     libsqlite3-dev for the disk cache index, zlib1g-dev for checksums,
+#                                     libjpeg-dev for the direct JPEG path (libjpeg-turbo; libvips-dev
+#                                     brings it too), libsqlite3-dev for the disk cache index, zlib1g-dev for checksums,
 #                                     postgresql for the queue's tests, which start their own server,
 #                                     iproute2 for their test hosts in network namespaces, chromium
 #                                     for the runner's HTML report tests, which open it headless)
@@ -14,6 +15,7 @@ pkg-config --exists vips 2>/dev/null || packages+=(libvips-dev)
 pkg-config --exists libcurl 2>/dev/null || packages+=(libcurl4-openssl-dev)
 pkg-config --exists sqlite3 2>/dev/null || packages+=(libsqlite3-dev)
 pkg-config --exists zlib 2>/dev/null || packages+=(zlib1g-dev)
+pkg-config --exists libjpeg 2>/dev/null || packages+=(libjpeg-dev)
 command -v pkg-config >/dev/null || packages+=(pkg-config)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || packages+=(postgresql)
 command -v chromium >/dev/null || packages+=(chromium)
