@@ -43,10 +43,12 @@ static void dr_jpeg_emit_message(j_common_ptr cinfo, int level) {
 
 static void dr_jpeg_output_message(j_common_ptr cinfo) { (void)cinfo; }
 
-static void dr_jpeg_errors_init(DrJpegErrors *errors) {
+/* Errors end the work; so do warnings when `warnings_end_work` (the decoder's policy: libvips'
+ * loader decides what they mean). libjpeg's compressor emits no warning that matters. */
+static void dr_jpeg_errors_init(DrJpegErrors *errors, int warnings_end_work) {
   jpeg_std_error(&errors->pub);
   errors->pub.error_exit = dr_jpeg_error_exit;
-  errors->pub.emit_message = dr_jpeg_emit_message;
+  if (warnings_end_work) errors->pub.emit_message = dr_jpeg_emit_message;
   errors->pub.output_message = dr_jpeg_output_message;
   errors->message[0] = 0;
 }
@@ -116,7 +118,7 @@ int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length,
                         size_t max_bytes, VipsImage **out) {
   if (eighths < 1 || eighths > 8 || !header || !out || (!buf && fd < 0)) return 1;
   DrJpegDecode *decode = g_new0(DrJpegDecode, 1);
-  dr_jpeg_errors_init(&decode->errors);
+  dr_jpeg_errors_init(&decode->errors, 1);
   decode->cinfo.err = &decode->errors.pub;
   if (setjmp(decode->errors.jump)) {
     dr_jpeg_decode_free(decode);
@@ -240,10 +242,7 @@ int dr_jpeg_save_direct(VipsImage *in, int quality, int progressive, void **buf,
   /* With more than one libvips thread an image, libvips' saver computes strips in parallel. */
   if (vips_concurrency_get() > 1) return 1;
   DrJpegEncode *encode = g_new0(DrJpegEncode, 1);
-  /* Errors end the compression; warnings do not (libjpeg's compressor emits none that matter). */
-  jpeg_std_error(&encode->errors.pub);
-  encode->errors.pub.error_exit = dr_jpeg_error_exit;
-  encode->errors.pub.output_message = dr_jpeg_output_message;
+  dr_jpeg_errors_init(&encode->errors, 0);
   encode->cinfo.err = &encode->errors.pub;
   if (setjmp(encode->errors.jump)) {
     if (encode->errors.message[0]) vips_error("jpegsave", "%s", encode->errors.message);

@@ -90,7 +90,8 @@ package struct ShrinkOnLoadDecoder: Stage {
     var loaded = header.image
     var scale = 1.0
     var jpegShrink = 1
-    // The extent the loaded pixels cover, when it is not their count (a direct JPEG decode).
+    // The extent the loaded pixels cover, when it is not their count (a direct JPEG decode that
+    // kept its partial edge; with a relative crop it never does).
     var extent: (width: Double, height: Double)?
     if factor > 1 {
       switch header.format {
@@ -100,7 +101,7 @@ package struct ShrinkOnLoadDecoder: Stage {
           let prepared = try DirectJPEG.prepared(
             direct, width: fullWidth, height: fullHeight, eighths: eighths, cropping: crop != nil)
           loaded = prepared.image
-          extent = prepared.extent
+          extent = crop == nil ? prepared.extent : nil
           jpegShrink = 8 / eighths
         } else {
           jpegShrink = factor
@@ -135,7 +136,7 @@ package struct ShrinkOnLoadDecoder: Stage {
       if let rect { pixels = try pixels.cropped(x: rect.x, y: rect.y, width: rect.width, height: rect.height) }
     }
     let storedTarget = swaps ? (width: target.height, height: target.width) : target
-    pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, from: crop == nil ? extent : nil, finishing: false)
+    pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, from: extent, finishing: false)
     if orientation != 1 {
       // Turning and vertical flips read their input out of order, and the loader reads the file
       // sequentially ("out of order read"): hold the shrunk image in memory first, as
