@@ -115,8 +115,10 @@ def main():
                     print(f'warm-up of {label}: rc={rc} outputs={count}/200 {err}', file=sys.stderr)
             for r in range(a.rounds):
                 for label, cmd in cmds[r % 3:] + cmds[:r % 3]:
-                    wall, rc, count, _ = run(cmd, out)
+                    wall, rc, count, err = run(cmd, out)
                     times[label].append((wall, rc == 0 and count == 200))
+                    if rc != 0 or count != 200:
+                        print(f'{label} at {n}: rc={rc} outputs={count}/200 {err}', file=sys.stderr)
             ref = 200 / statistics.median(w for w, _ in times['curl --parallel'])
             for label, _ in cmds:
                 rate = 200 / statistics.median(w for w, _ in times[label])

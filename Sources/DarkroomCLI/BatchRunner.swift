@@ -32,6 +32,7 @@ struct BatchRunner {
     let started = ContinuousClock.now
     var configuration = ImageLoader.Configuration()
     configuration.cpuLimit = jobs
+    configuration.cpuQueued = jobs > 1 ? 1 : 0
     configuration.networkLimit = fetchConcurrency
     configuration.timeout = timeout
     configuration.stageTimeouts = stageTimeouts

@@ -78,6 +78,9 @@ final class CurlTransfer: @unchecked Sendable {
   /// The text libcurl left in the handle's error buffer.
   var errorText: String { String(cString: errorBuffer) }
 
+  /// The receive buffer libcurl keeps per transfer: 128 KiB.
+  static let receiveBufferBytes = 128 << 10
+
   private func configure(options: HTTPOptions, conditional: [String: String], upload: Upload?) {
     _ = dr_setopt_string(easy, CURLOPT_URL, url)
     _ = dr_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
@@ -93,6 +96,9 @@ final class CurlTransfer: @unchecked Sendable {
     _ = dr_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
     _ = dr_setopt_string(easy, CURLOPT_USERAGENT, options.userAgent)
     _ = dr_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+    // Receive in pieces as large as the curl tool's (libcurl's default is 16 KB): a photo
+    // arrives in a sixth of the reads and polls (Docs/Performance.md, "Issue 18").
+    _ = dr_setopt_long(easy, CURLOPT_BUFFERSIZE, CurlTransfer.receiveBufferBytes)
     // CURLOPT_PIPEWAIT is set by the multi loop when the transfer starts (OriginProtocols).
     if let authorities = options.trustedCertificates { trust(authorities) }
     // No proxies from the environment: the SSRF guard checks the addresses connected to, which

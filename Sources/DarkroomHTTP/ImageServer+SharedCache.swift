@@ -78,21 +78,46 @@ extension ImageServer {
   /// for the result every ``clusterPoll`` meanwhile (an end that came before this request began
   /// to wait is never heard). How the claim ended (`nil` after ``clusterWaitLimit``), and the
   /// stored result, read once, when there is one.
+  ///
+  /// The waiter stays registered for the whole wait. Registering anew for each look left a gap
+  /// after every look in which an end was not heard; a failure is not stored, so a request that
+  /// missed one waited out the limit and then fetched the source again.
   private func waitForClaim(key: String, shared: any SharedResultStore) async throws -> (
     outcome: SharedRenderOutcome?, stored: SharedResult?
   ) {
+    typealias Ended = (outcome: SharedRenderOutcome?, stored: SharedResult?)
     let deadline = ContinuousClock.now + Self.clusterWaitLimit
-    while ContinuousClock.now < deadline {
-      let outcome = await shared.waitForResult(forKey: key, timeout: min(Self.clusterPoll, deadline - .now))
-      switch outcome {
-      case .stored, nil:
-        if let hit = try await shared.result(forKey: key) { return (.stored, hit) }
-        if outcome != nil { return (outcome, nil) }
-      case .failed, .unshared:
-        return (outcome, nil)
+    return try await withThrowingTaskGroup(of: Ended?.self) { group in
+      group.addTask {
+        while ContinuousClock.now < deadline {
+          // `nil`: the limit passed, the wait was cancelled, or the listening restarted and
+          // every waiter was woken to look again.
+          guard let outcome = await shared.waitForResult(forKey: key, timeout: deadline - .now) else {
+            if Task.isCancelled { return nil }
+            continue
+          }
+          switch outcome {
+          case .stored: return (outcome, try await shared.result(forKey: key))
+          case .failed, .unshared: return (outcome, nil)
+          }
+        }
+        return nil
       }
+      group.addTask {
+        while ContinuousClock.now < deadline {
+          if let hit = try await shared.result(forKey: key) { return (.stored, hit) }
+          do { try await Task.sleep(for: min(Self.clusterPoll, deadline - .now)) } catch { return nil }
+        }
+        return nil
+      }
+      while let ended = try await group.next() {
+        if let ended {
+          group.cancelAll()
+          return ended
+        }
+      }
+      return (nil, nil)
     }
-    return (nil, nil)
   }
 
   /// Whether another instance's failure is this request's too: the source's own (not found,

@@ -84,6 +84,31 @@ struct DiskStoreTests {
     #expect(files.count == 2)
   }
 
+  @Test("closing a store writes its hits' access times: another process then evicts the entry not hit")
+  func closeWritesAccessTimes() async throws {
+    for closes in [true, false] {
+      let directory = try temporaryDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let clock = ManualClock()
+      // The first store stays open, as a process keeps its one store per directory to the end.
+      let first = try DiskStore(directory: directory, maxBytes: 1 << 30, maxCount: 2, pool: nil, now: { clock.now })
+      for seed in 1...2 {
+        try await put(first, seed)
+        clock.advance(1)
+      }
+      _ = try await get(first, 1)  // kept in the store's batch of access times
+      clock.advance(1)
+      if closes { await first.close() }
+      // Another process's store sees only what the index holds.
+      let other = try DiskStore(directory: directory, maxBytes: 1 << 30, maxCount: 2, pool: nil, now: { clock.now })
+      try await put(other, 3)
+      let evicted = closes ? 2 : 1
+      #expect(try await get(other, evicted) == nil)
+      #expect(try await get(other, 3 - evicted) != nil)
+      withExtendedLifetime(first) {}
+    }
+  }
+
   @Test("expired entries without validators are dropped; stale ones with validators are kept for revalidation")
   func ttl() async throws {
     let directory = try temporaryDirectory()

@@ -27,11 +27,13 @@ final class RunningServer: Sendable {
     self.task = task
   }
 
-  static func start(_ configuration: ServerConfiguration) async throws -> RunningServer {
+  static func start(_ configuration: ServerConfiguration, sharedCache: (any SharedResultStore)? = nil) async throws
+    -> RunningServer
+  {
     var configuration = configuration
     configuration.bind = "127.0.0.1:0"
     let logger = Logger(label: "darkroom.serve.test")
-    let server = try ImageServer(configuration: configuration, logger: logger)
+    let server = try ImageServer(configuration: configuration, logger: logger, sharedCache: sharedCache)
     let router = Router(context: ImageServerContext.self)
     server.addRoutes(to: router)
     let (ports, portSink) = AsyncStream<Int>.makeStream()

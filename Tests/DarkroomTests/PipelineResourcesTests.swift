@@ -101,4 +101,36 @@ struct PipelineResourcesTests {
     await resources.close()
     #expect(resources.stores.isEmpty)
   }
+
+  @Test("close() closes every registered store once, then forgets them")
+  func closeClosesStores() async throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let resources = PipelineResources()
+    let stores = [ClosingStore(), ClosingStore()]
+    resources.register(stores[0], id: "a")
+    resources.register(stores[1], id: "b")
+    resources.register(stores[1], id: "b")  // the same id is kept once
+    await resources.close()
+    #expect(stores.map(\.closes) == [1, 1])
+    #expect(resources.stores.isEmpty)
+    await resources.close()
+    #expect(stores.map(\.closes) == [1, 1])
+  }
+}
+
+/// A store that holds nothing and counts how often it was closed.
+private final class ClosingStore: CacheStore {
+  private let count = Protected(0)
+  var closes: Int { count.value }
+  let name = "closing"
+  func entry(forKey key: String) async throws -> CacheEntry? { nil }
+  func setEntry(_ entry: CacheEntry, forKey key: String, source: String) async throws {}
+  func refresh(key: String, expiresAt: Date?, validators: CacheValidators) async throws {}
+  func removeEntry(forKey key: String) async throws {}
+  func removeAll() async throws {}
+  func purge(source: ImageSource) async throws -> Int { 0 }
+  func statistics() async throws -> CacheStatistics {
+    CacheStatistics(store: name, entries: 0, bytes: 0, byteLimit: nil, countLimit: nil, location: nil)
+  }
+  func close() async { count.withLock { $0 += 1 } }
 }

@@ -44,6 +44,10 @@ public protocol CacheStore: Sendable {
   /// on: a store of decoded pixels decodes them into memory here, because a lazy image can be
   /// read only once and the next stage reads it first.
   func prepare(_ value: any Sendable, context: StageContext) async throws -> any Sendable
+  /// The caller is done with the store for now (``PipelineResources/close()`` calls this): it
+  /// writes back what it batches and leaves its files ready for the next process. The store stays
+  /// usable. A disk store writes its hits' access times, which it records in batches.
+  func close() async
 }
 
 extension CacheStore {
@@ -51,6 +55,7 @@ extension CacheStore {
   public var keeps: String { "any value" }
   public var now: Date { Date() }
   public func prepare(_ value: any Sendable, context: StageContext) async throws -> any Sendable { value }
+  public func close() async {}
 }
 
 /// Cache keys: the checkpoint's prefix, the source identity and the upstream stage identifiers,

@@ -26,8 +26,13 @@ public final class CacheStores: Sendable {
     }
   }
 
-  /// Forgets every store.
-  func removeAll() { stores.withLock { $0 = [] } }
+  /// Forgets every store; returns them.
+  func removeAll() -> [any CacheStore] {
+    stores.withLock { stores in
+      defer { stores = [] }
+      return stores.map(\.store)
+    }
+  }
 
   /// The registered stores.
   public var all: [any CacheStore] { stores.withLock { $0.map(\.store) } }

@@ -9,8 +9,29 @@ import Foundation
 /// ```
 public struct OperationID: Sendable, Hashable, Codable, CustomStringConvertible {
   public let uuid: UUID
-  public init(_ uuid: UUID = UUID()) { self.uuid = uuid }
+  /// A new, random identity (a version 4 UUID).
+  public init() { uuid = .randomVersion4() }
+  /// The identity `uuid`.
+  public init(_ uuid: UUID) { self.uuid = uuid }
   public var description: String { uuid.uuidString.lowercased() }
+}
+
+extension UUID {
+  /// A version 4 UUID from the system's random source (`getrandom`). Foundation's `UUID()` opens
+  /// and reads `/dev/urandom` each time on Linux, and every run of a pipeline makes one.
+  static func randomVersion4() -> UUID {
+    var random = SystemRandomNumberGenerator()
+    var bytes = (random.next() as UInt64, random.next() as UInt64)
+    return withUnsafeMutableBytes(of: &bytes) { raw in
+      raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
+      raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
+      return UUID(
+        uuid: (
+          raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
+          raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]
+        ))
+    }
+  }
 }
 
 /// Where an operation is in its lifecycle.

@@ -32,6 +32,12 @@ public final class ImageLoader: @unchecked Sendable {
     public var networkLimit = 8
     /// CPU-bound stage work at once.
     public var cpuLimit = ProcessInfo.processInfo.activeProcessorCount
+    /// CPU stage calls admitted beyond ``cpuLimit`` to wait in the CPU pool's own queue (default
+    /// 0). With one waiting there, a pool thread that finishes a call starts the next at once,
+    /// instead of idling while the finished run hops through the cooperative threads to let the
+    /// next one in: `darkroom run` sets 1 (case A 2 % faster; Docs/Performance.md, "Issue 18").
+    /// The pool still runs ``cpuLimit`` calls at a time.
+    public var cpuQueued = 0
     /// Disk reads and writes at once.
     public var diskLimit = 4
     /// Share identical in-flight work (on by default; off only to compare).
@@ -79,8 +85,8 @@ public final class ImageLoader: @unchecked Sendable {
   public init(configuration: Configuration = Configuration()) {
     self.configuration = configuration
     scheduler = StageScheduler(
-      networkLimit: configuration.networkLimit, cpuLimit: configuration.cpuLimit, diskLimit: configuration.diskLimit,
-      coalescing: configuration.coalescing)
+      networkLimit: configuration.networkLimit, cpuLimit: configuration.cpuLimit, cpuQueued: configuration.cpuQueued,
+      diskLimit: configuration.diskLimit, coalescing: configuration.coalescing)
   }
 
   /// The options a load gets when none are given: the configuration's time limits.

@@ -29,14 +29,15 @@ package final class StageScheduler: Sendable {
   /// The shared in-flight work, keyed by source identity and stage chain; `nil` when off.
   public let coalescer: Coalescer<String, any Sendable>?
 
-  /// Creates a scheduler with the given limits (each at least 1). `coalescing: false` runs every
-  /// operation's stages on their own, for comparison.
+  /// Creates a scheduler with the given limits (each at least 1). `cpuQueued` more CPU calls than
+  /// `cpuLimit` are let in to wait in the CPU pool's queue, which keeps `cpuLimit` threads.
+  /// `coalescing: false` runs every operation's stages on their own, for comparison.
   public init(
-    networkLimit: Int = 8, cpuLimit: Int = ProcessInfo.processInfo.activeProcessorCount, diskLimit: Int = 4,
-    coalescing: Bool = true
+    networkLimit: Int = 8, cpuLimit: Int = ProcessInfo.processInfo.activeProcessorCount, cpuQueued: Int = 0,
+    diskLimit: Int = 4, coalescing: Bool = true
   ) {
     network = ResourceClass(name: "network", limit: networkLimit)
-    cpu = ResourceClass(name: "cpu", limit: cpuLimit)
+    cpu = ResourceClass(name: "cpu", limit: max(1, cpuLimit) + min(max(0, cpuQueued), 64))
     disk = ResourceClass(name: "disk", limit: diskLimit)
     let cpuPool = BlockingPool(threads: max(1, cpuLimit), name: "darkroom.cpu")
     self.cpuPool = cpuPool

@@ -56,14 +56,15 @@ public final class PipelineResources: Sendable {
     for notifier in notifiers { await notifier.flush() }
   }
 
-  /// Delivers what the notifiers hold, closes them and their sinks, and lets the stores go. Posts
-  /// after this are dropped: close after the last run of the pipelines loaded with it.
+  /// Delivers what the notifiers hold, closes them and their sinks, closes the stores (see
+  /// ``CacheStore/close()``) and lets them go. Posts after this are dropped: close after the last
+  /// run of the pipelines loaded with it.
   public func close() async {
     let closing = registered.withLock { notifiers in
       defer { notifiers = [] }
       return notifiers
     }
-    cacheStores.removeAll()
+    for store in cacheStores.removeAll() { await store.close() }
     for notifier in closing { await notifier.close() }
   }
 }
