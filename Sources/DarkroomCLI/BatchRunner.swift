@@ -17,6 +17,9 @@ struct BatchRunner {
   let fetchConcurrency: Int
   /// Operations in flight: more than `jobs`, so transfers run ahead of the CPU work.
   let inFlight: Int
+  /// CPU stage calls let in beyond `jobs`, to wait in the CPU pool's queue
+  /// (``ImageLoader/Configuration/cpuQueued``).
+  let cpuQueued: Int
   let timeout: Duration
   /// Time limits per stage kind (`--stage-timeout fetch=10`).
   let stageTimeouts: [String: Duration]
@@ -32,7 +35,7 @@ struct BatchRunner {
     let started = ContinuousClock.now
     var configuration = ImageLoader.Configuration()
     configuration.cpuLimit = jobs
-    configuration.cpuQueued = jobs > 1 ? 1 : 0
+    configuration.cpuQueued = cpuQueued
     configuration.networkLimit = fetchConcurrency
     configuration.timeout = timeout
     configuration.stageTimeouts = stageTimeouts

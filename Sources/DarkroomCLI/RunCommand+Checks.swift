@@ -21,8 +21,8 @@ extension RunCommand {
     if let jobs { try Self.check("--jobs", jobs, Bounds.jobs) }
     try Self.check("--fetch-concurrency", fetchConcurrency, Bounds.fetchConcurrency)
     try Self.check("--vips-threads", vipsThreads, Bounds.vipsThreads)
-    guard Bounds.seconds.contains(timeout) else {  // NaN is in no range
-      throw ValidationError("--timeout takes seconds from 0.000001 to 86400 (a day), got \(timeout)")
+    guard Bounds.seconds.contains(timeLimit) else {  // NaN is in no range
+      throw ValidationError("--timeout takes seconds from 0.000001 to 86400 (a day), got \(timeLimit)")
     }
     _ = try parsedStageTimeouts()
     try validateRunFiles()

@@ -20,7 +20,7 @@ extension RunCommand {
     var workerOptions = try WorkerOptions.parse([])
     workerOptions.jobs = jobs
     workerOptions.fetchConcurrency = fetchConcurrency
-    workerOptions.timeout = timeout
+    workerOptions.timeout = timeLimit
     workerOptions.vipsThreads = vipsThreads
     let resources = PipelineResources()
     let context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, resources: resources)

@@ -50,8 +50,11 @@ struct RunCommand: AsyncParsableCommand {
   @Option(help: "Where cache stages keep disk stores and image tables whose directory is relative or unset.")
   var cacheDir: String?
 
-  @Option(parsing: .unconditional, help: "Time limit per image, in seconds (0.000001 to 86400).")
-  var timeout: Double = 60
+  @Option(parsing: .unconditional, help: "Time limit per image, in seconds (0.000001 to 86400, default 60).")
+  var timeout: Double?
+
+  /// The time limit per image: `--timeout`, or 60 seconds.
+  var timeLimit: Double { timeout ?? 60 }
 
   @Option(
     name: .customLong("stage-timeout"),
@@ -169,20 +172,19 @@ struct RunCommand: AsyncParsableCommand {
       }
     }
     let cpuJobs = jobs ?? ProcessInfo.processInfo.activeProcessorCount
-    // Downloads run ahead of the CPU work only when there is something to download. Of local
-    // files one more than --jobs is in flight: its stage waits in the CPU pool's queue, so a
-    // thread that finishes an image starts the next at once (case A 8 % faster, B 6 %). With
-    // --jobs 1 the inputs run one at a time, in the order given.
+    // Downloads run ahead of the CPU work only when there is something to download.
     let remote = sources.contains { source in
       if case .url(let url) = source.location { return ["http", "https"].contains(url.scheme?.lowercased() ?? "") }
       return false
     }
+    let lookAhead = Self.takesLookAhead(
+      jobs: cpuJobs, graphs: graphs.map(\.graph), timeLimitsSet: timeout != nil || !stageTimeouts.isEmpty)
     // The curl loop (and OpenSSL) start only when something is to be downloaded.
     if remote { HTTPTransport.setMaxConcurrentTransfers(fetchConcurrency) }
     var runner = BatchRunner(
       variants: variants, jobs: cpuJobs, fetchConcurrency: fetchConcurrency,
-      inFlight: cpuJobs + (remote ? fetchConcurrency : cpuJobs > 1 ? 1 : 0),
-      timeout: Bounds.duration(timeout), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
+      inFlight: cpuJobs + (remote ? fetchConcurrency : lookAhead ? 1 : 0), cpuQueued: lookAhead ? 1 : 0,
+      timeout: Bounds.duration(timeLimit), stageTimeouts: try parsedStageTimeouts(), emitEvents: events == .jsonl,
       showProgress: !quiet && Terminal.stderrIsTerminal)
     // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
     // cancelled; the summary says what was done, failed, cancelled and not started.
@@ -207,6 +209,20 @@ struct RunCommand: AsyncParsableCommand {
     let written = await writeRunFiles(report, pipeline: set, thumbnails: true, jobs: cpuJobs)
     if !quiet { Terminal.error(report.summary) }
     if report.failed > 0 || !written || (strictNotify && report.notificationsFailed > 0) { throw ExitStatus.inputsFailed }
+  }
+
+  /// Whether a run of local files keeps one image more in flight than `jobs`, its CPU stage
+  /// waiting in the CPU pool's queue so that a thread that finishes a stage starts the next at
+  /// once (case A 8 % faster, B 6 %; Docs/Concurrency.md). Only when it costs little and changes
+  /// nothing a user asked for:
+  /// - `jobs` above 1: with `--jobs 1` the inputs run one at a time, in the order given;
+  /// - no `--timeout` or `--stage-timeout` given: a time limit covers the wait for a slot, and the
+  ///   waiting image would spend its own on another's work (the default 60 s hardly notices);
+  /// - one variant whose decode is fused with its resize: it holds an image about the output's
+  ///   size, where variants share a full decode (a 10,000-pixel photo is 300 MB).
+  static func takesLookAhead(jobs: Int, graphs: [StageGraph], timeLimitsSet: Bool) -> Bool {
+    guard jobs > 1, !timeLimitsSet, graphs.count == 1, let stages = graphs.first?.runnableStages else { return false }
+    return stages.contains { $0.fusedKinds.first == ImageDecoder.kind }
   }
 
   /// Each variant's graph as it runs. A pipeline ending with "encode" (or only fetching) gets a

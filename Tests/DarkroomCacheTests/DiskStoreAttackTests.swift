@@ -76,6 +76,40 @@ struct AttackBench {
 
 @Suite("Disk store under attack", .timeLimit(.minutes(2)))
 struct DiskStoreAttackTests {
+  @Test("closing a store while another process holds the index's write lock returns at once; the access times are dropped")
+  func closeDoesNotWaitForTheLock() async throws {
+    let bench = try AttackBench()
+    defer { bench.remove() }
+    let opened = try DiskStore(directory: bench.store, maxBytes: 1 << 30, maxCount: 2, pool: nil)
+    try await AttackBench.put(opened, 1)
+    try await AttackBench.put(opened, 2)
+    _ = try await AttackBench.get(opened, 1)  // an access time, kept in the store's batch
+    // Another program holds the write lock, on a thread of its own, until told to let go.
+    let locked = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let path = bench.store + "/index.sqlite"
+    let holder = Thread {
+      let queue = try? DatabaseQueue(path: path)
+      try? queue?.inTransaction(.immediate) { _ in
+        locked.signal()
+        release.wait()
+        return .commit
+      }
+      locked.signal()  // (when the lock could not be taken: the test fails below instead of hanging)
+    }
+    holder.start()
+    locked.wait()
+    let started = ContinuousClock.now
+    await opened.close()
+    let waited = ContinuousClock.now - started
+    release.signal()
+    // Waiting for the lock would take the index's busy timeout: 30 seconds.
+    #expect(waited < .seconds(10), "close waited \(waited)")
+    // The store stays usable, and the next writer finds the index free.
+    try await AttackBench.put(opened, 3)
+    #expect(try await AttackBench.get(opened, 3) != nil)
+  }
+
   static let columns = ["key", "source", "file", "size", "type", "storedAt", "expiresAt", "accessedAt", "etag", "lastModified"]
   /// SQL literals an attacker may put in any column (1e999 is +∞ to SQLite; NaN cannot be stored).
   static let values = [

@@ -19,6 +19,9 @@ final class DiskIndex: Sendable {
   let database: DatabasePool
   let path: String
 
+  /// How long a statement waits for another connection's write lock.
+  static let busyMilliseconds = 30_000
+
   /// The columns the store needs in `entries`.
   static let requiredColumns: Set<String> = [
     "key", "source", "file", "size", "type", "storedAt", "expiresAt", "accessedAt", "etag", "lastModified",
@@ -27,7 +30,7 @@ final class DiskIndex: Sendable {
   init(path: String) throws {
     self.path = path
     var configuration = Configuration()
-    configuration.busyMode = .timeout(30)
+    configuration.busyMode = .timeout(Double(Self.busyMilliseconds) / 1000)
     configuration.label = "darkroom.disk-cache"
     configuration.prepareDatabase { db in
       try db.execute(sql: "PRAGMA synchronous = NORMAL")
@@ -193,11 +196,27 @@ final class DiskIndex: Sendable {
 
   func touch(_ accesses: [String: Date]) throws {
     guard !accesses.isEmpty else { return }
-    try write { db in
-      for (key, date) in accesses {
-        try db.execute(
-          sql: "UPDATE entries SET accessedAt = MAX(accessedAt, ?) WHERE key = ?", arguments: [date.timeIntervalSince1970, key])
+    try write { db in try Self.record(accesses, in: db) }
+  }
+
+  /// Writes access times unless another connection holds the write lock: then at once, without
+  /// waiting for it (the times are lost; they only order evictions).
+  func touchUnlessBusy(_ accesses: [String: Date]) throws {
+    guard !accesses.isEmpty else { return }
+    try database.writeWithoutTransaction { db in
+      try db.execute(sql: "PRAGMA busy_timeout = 0")
+      defer { try? db.execute(sql: "PRAGMA busy_timeout = \(Self.busyMilliseconds)") }
+      try db.inTransaction(.immediate) {
+        try Self.record(accesses, in: db)
+        return .commit
       }
+    }
+  }
+
+  private static func record(_ accesses: [String: Date], in db: Database) throws {
+    for (key, date) in accesses {
+      try db.execute(
+        sql: "UPDATE entries SET accessedAt = MAX(accessedAt, ?) WHERE key = ?", arguments: [date.timeIntervalSince1970, key])
     }
   }
 

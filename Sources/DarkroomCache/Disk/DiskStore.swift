@@ -263,14 +263,15 @@ public final class DiskStore: CacheStore {
 
   /// Writes pending access times (on the store's threads): the process keeps its one store per
   /// directory to the end, so its deinit, which writes them too, never runs. The store stays
-  /// usable.
+  /// usable. When another process holds the index's write lock the times are dropped at once:
+  /// waiting for it (up to 30 s) held up the end of a run.
   ///
   /// The index's log is not checkpointed here: a process that opens the index alone reads the log
   /// back (at most SQLite's 4 MB checkpoint size, a few milliseconds), while truncating it at the
   /// end of every run syncs the disk and waited on the run's own writes (case A's cached rerun:
   /// 48 → 64 ms).
   public func close() async {
-    _ = try? await pool.run { [self] in try flush() }
+    _ = try? await pool.run { [self] in try indexed { try index.touchUnlessBusy(accesses.drain()) } }
   }
 
   /// Removes what a killed process or a damaged index left: entry files the index does not know,
