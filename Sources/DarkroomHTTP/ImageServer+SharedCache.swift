@@ -81,7 +81,9 @@ extension ImageServer {
   ///
   /// The waiter stays registered for the whole wait. Registering anew for each look left a gap
   /// after every look in which an end was not heard; a failure is not stored, so a request that
-  /// missed one waited out the limit and then fetched the source again.
+  /// missed one waited out the limit and then fetched the source again. Each look also asks
+  /// whether the claim is still held: one that ended before the waiting began, or lapsed with its
+  /// instance, leaves nothing to wait for, and the request renders at once.
   private func waitForClaim(key: String, shared: any SharedResultStore) async throws -> (
     outcome: SharedRenderOutcome?, stored: SharedResult?
   ) {
@@ -105,7 +107,12 @@ extension ImageServer {
       }
       group.addTask {
         while ContinuousClock.now < deadline {
+          // The claim before the result: a claim ends in the statement that stores its result.
+          let held = try await shared.isClaimed(forKey: key)
           if let hit = try await shared.result(forKey: key) { return (.stored, hit) }
+          // Neither: the claim ended (or lapsed) without a result before this request began to
+          // wait, and its end was not heard. Rendered here.
+          if !held { return (.unshared, nil) }
           do { try await Task.sleep(for: min(Self.clusterPoll, deadline - .now)) } catch { return nil }
         }
         return nil

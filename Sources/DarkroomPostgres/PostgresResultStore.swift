@@ -215,6 +215,23 @@ public final class PostgresResultStore: SharedResultStore, Service {
     return true
   }
 
+  public func isClaimed(forKey key: String) async throws(PipelineError) -> Bool {
+    let hash = Self.hash(key)
+    let logger = logger
+    return try await database("look for a render claim") {
+      var held = false
+      for try await _ in try await self.client.query(
+        """
+        SELECT 1 FROM darkroom_cache_claims
+        WHERE key_sha256 = \(hash) AND NOT \(unescaped: Self.claimOver("darkroom_cache_claims"))
+        """, logger: logger)
+      {
+        held = true
+      }
+      return held
+    }
+  }
+
   /// Ends a claim without a result, telling the waiters how it ended.
   private func end(_ hash: String, token: UUID, outcome: String) async throws(PipelineError) {
     let payload = hash + " " + outcome

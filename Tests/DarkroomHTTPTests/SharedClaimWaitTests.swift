@@ -15,6 +15,11 @@ private final class ClaimedElsewhere: SharedResultStore {
     var lookups = 0
   }
   private let state = Protected(State())
+  /// Whether the other instance's claim is still live when this one looks (false: it ended, or
+  /// lapsed, before this instance began to wait, and its end was not heard).
+  let claimLive: Bool
+
+  init(claimLive: Bool = true) { self.claimLive = claimLive }
 
   var lookups: Int { state.value.lookups }
   var ended: Bool { state.value.ended }
@@ -38,6 +43,8 @@ private final class ClaimedElsewhere: SharedResultStore {
   func withRenderClaim(forKey key: String, _ render: @Sendable () async throws -> SharedResult?) async throws -> Bool {
     false
   }
+
+  func isClaimed(forKey key: String) async throws(PipelineError) -> Bool { claimLive }
 
   func waitForResult(forKey key: String, timeout: Duration) async -> SharedRenderOutcome? {
     let id = state.withLock { state in
@@ -79,6 +86,24 @@ struct SharedClaimWaitTests {
     // the 30-second limit and render on its own).
     #expect(answer.status == 404)
     #expect(origin.requestCount("/a.jpg") == 0)
+    try await running.stop()
+    try await origin.shutdown()
+  }
+
+  @Test("a claim that ended before the request began to wait leaves nothing to wait for: the request renders at once")
+  func endedBeforeWaitingRendersAtOnce() async throws {
+    let origin = try await TestHTTPServer.start(routes: [
+      "/a.jpg": .ok(body: try ServedFixtures.jpeg(width: 64, height: 64), contentType: "image/jpeg")
+    ])
+    let shared = ClaimedElsewhere(claimLive: false)
+    let running = try await RunningServer.start(ServedFixtures.configuration(origin: origin.url("/")), sharedCache: shared)
+    let started = ContinuousClock.now
+    let answer = try await running.get("/unsafe/fit-in/32x32/a.jpg")
+    let waited = ContinuousClock.now - started
+    #expect(answer.status == 200)
+    #expect(origin.requestCount("/a.jpg") == 1)
+    // Without the look at the claim, the request waited out the 30-second limit first.
+    #expect(waited < .seconds(10), "answered after \(waited)")
     try await running.stop()
     try await origin.shutdown()
   }

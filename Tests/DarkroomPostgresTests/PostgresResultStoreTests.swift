@@ -94,6 +94,8 @@ struct PostgresResultStoreTests {
       }
       #expect(second == false)
       #expect(!ran.value)
+      #expect(try await store.isClaimed(forKey: "k"))
+      #expect(try await store.isClaimed(forKey: "never") == false)
       // No connection is held while the claimant renders: another key is claimed and stored.
       #expect(try await store.withRenderClaim(forKey: "other") { self.image(8) })
       #expect(try await store.result(forKey: "other")?.bytes.last == 8)
@@ -102,6 +104,7 @@ struct PostgresResultStoreTests {
       proceed.continuation.yield()
       #expect(try await first)
       #expect(await woken == .stored)  // by the claim's end, not the timeout
+      #expect(try await store.isClaimed(forKey: "k") == false)
       #expect(try await store.result(forKey: "k")?.bytes.last == 7)
       // A render that fails ends the claim, and its waiters learn the failure's code.
       async let failed = store.waitForResult(forKey: "k2", timeout: .seconds(60))
@@ -130,7 +133,9 @@ struct PostgresResultStoreTests {
       try await store.client.query(
         "INSERT INTO darkroom_cache_claims VALUES (\(hash), gen_random_uuid(), now() + interval '1 hour')")
       #expect(try await store.withRenderClaim(forKey: "k") { self.image(1) } == false)
+      #expect(try await store.isClaimed(forKey: "k"))
       try await store.client.query("UPDATE darkroom_cache_claims SET expires_at = now() - interval '1 second'")
+      #expect(try await store.isClaimed(forKey: "k") == false)  // lapsed: held by no one
       #expect(try await store.withRenderClaim(forKey: "k") { self.image(1) })
       #expect(try await store.result(forKey: "k") != nil)
       for payload in ["\(hash)", "\(hash) stored extra", "\(hash) failed", "\(hash) failed no\u{0}pe", "x stored", ""] {

@@ -38,6 +38,12 @@ public protocol SharedResultStore: Sendable {
   /// `timeout` passed first.
   func waitForResult(forKey key: String, timeout: Duration) async -> SharedRenderOutcome?
 
+  /// Whether a live claim on `key` is held somewhere in the cluster now. A waiter asks while it
+  /// looks for the result: a claim that ended before the waiting began was never heard, and with
+  /// neither a claim nor a result there is nothing to wait for. A store that cannot tell says
+  /// true (the default): its waiters wait for the end or their limit.
+  func isClaimed(forKey key: String) async throws(PipelineError) -> Bool
+
   /// Whether the store hears now when a claim ends elsewhere. A waiter that registered before it
   /// did is woken, to look for the result again, when it starts. A server shows it as the
   /// `darkroom_shared_cache_listening` gauge.
@@ -47,6 +53,8 @@ public protocol SharedResultStore: Sendable {
 extension SharedResultStore {
   /// A store that needs no listening (one process, say) always hears.
   public var isListening: Bool { true }
+  /// A store that cannot tell whether a claim is live says it is.
+  public func isClaimed(forKey key: String) async throws(PipelineError) -> Bool { true }
 }
 
 /// How a claimed render ended, as its waiters learn it.
