@@ -211,10 +211,11 @@ struct RunCommand: AsyncParsableCommand {
     if report.failed > 0 || !written || (strictNotify && report.notificationsFailed > 0) { throw ExitStatus.inputsFailed }
   }
 
-  /// Whether a run of local files keeps one image more in flight than `jobs`, its CPU stage
-  /// waiting in the CPU pool's queue so that a thread that finishes a stage starts the next at
-  /// once (case A 8 % faster, B 6 %; Docs/Concurrency.md). Only when it costs little and changes
-  /// nothing a user asked for:
+  /// Whether the run lets one CPU stage call more than `jobs` in, to wait in the CPU pool's queue
+  /// so that a thread that finishes a stage starts the next at once, and (for local files) keeps
+  /// the one image more in flight that makes that call (case A 8 % faster, B 6 %;
+  /// Docs/Concurrency.md). A run with downloads has images waiting already. Only when it costs
+  /// little and changes nothing a user asked for:
   /// - `jobs` above 1: with `--jobs 1` the inputs run one at a time, in the order given;
   /// - no `--timeout` or `--stage-timeout` given: a time limit covers the wait for a slot, and the
   ///   waiting image would spend its own on another's work (the default 60 s hardly notices);

@@ -108,9 +108,13 @@ final class DiskIndex: Sendable {
     return Row(row).map { .found($0) } ?? .corrupt
   }
 
-  /// Runs `body` in an immediate (write-locking) transaction.
-  func write<T>(_ body: (Database) throws -> T) throws -> T {
+  /// Runs `body` in an immediate (write-locking) transaction. Without `waitingForLock`, it fails
+  /// at once (SQLITE_BUSY) when another connection holds the write lock, instead of waiting up
+  /// to ``busyMilliseconds`` for it.
+  func write<T>(waitingForLock: Bool = true, _ body: (Database) throws -> T) throws -> T {
     try database.writeWithoutTransaction { db in
+      if !waitingForLock { try db.execute(sql: "PRAGMA busy_timeout = 0") }
+      defer { if !waitingForLock { try? db.execute(sql: "PRAGMA busy_timeout = \(Self.busyMilliseconds)") } }
       var result: T?
       try db.inTransaction(.immediate) {
         result = try body(db)
@@ -194,29 +198,15 @@ final class DiskIndex: Sendable {
     for key in storedKeys { try db.execute(sql: "DELETE FROM entries WHERE key IS ?", arguments: [key]) }
   }
 
-  func touch(_ accesses: [String: Date]) throws {
+  /// Writes access times. Without `waitingForLock`, it fails at once when another connection
+  /// holds the write lock (the times are lost; they only order evictions).
+  func touch(_ accesses: [String: Date], waitingForLock: Bool = true) throws {
     guard !accesses.isEmpty else { return }
-    try write { db in try Self.record(accesses, in: db) }
-  }
-
-  /// Writes access times unless another connection holds the write lock: then at once, without
-  /// waiting for it (the times are lost; they only order evictions).
-  func touchUnlessBusy(_ accesses: [String: Date]) throws {
-    guard !accesses.isEmpty else { return }
-    try database.writeWithoutTransaction { db in
-      try db.execute(sql: "PRAGMA busy_timeout = 0")
-      defer { try? db.execute(sql: "PRAGMA busy_timeout = \(Self.busyMilliseconds)") }
-      try db.inTransaction(.immediate) {
-        try Self.record(accesses, in: db)
-        return .commit
+    try write(waitingForLock: waitingForLock) { db in
+      for (key, date) in accesses {
+        try db.execute(
+          sql: "UPDATE entries SET accessedAt = MAX(accessedAt, ?) WHERE key = ?", arguments: [date.timeIntervalSince1970, key])
       }
-    }
-  }
-
-  private static func record(_ accesses: [String: Date], in db: Database) throws {
-    for (key, date) in accesses {
-      try db.execute(
-        sql: "UPDATE entries SET accessedAt = MAX(accessedAt, ?) WHERE key = ?", arguments: [date.timeIntervalSince1970, key])
     }
   }
 

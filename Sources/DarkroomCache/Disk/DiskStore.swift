@@ -271,7 +271,7 @@ public final class DiskStore: CacheStore {
   /// end of every run syncs the disk and waited on the run's own writes (case A's cached rerun:
   /// 48 → 64 ms).
   public func close() async {
-    _ = try? await pool.run { [self] in try indexed { try index.touchUnlessBusy(accesses.drain()) } }
+    _ = try? await pool.run { [self] in try indexed { try index.touch(accesses.drain(), waitingForLock: false) } }
   }
 
   /// Removes what a killed process or a damaged index left: entry files the index does not know,
