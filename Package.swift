@@ -38,17 +38,16 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
   ],
   targets: [
+    // libvips' headers (Debian's libvips-dev), compiled against but not linked: CVipsShim opens
+    // libvips on first use (see Sources/CVipsShim/library.h), so the process links only GLib.
     .systemLibrary(
       name: "CVips",
-      pkgConfig: "vips",
+      pkgConfig: "gobject-2.0",
       providers: [.apt(["libvips-dev"])]
     ),
     .target(
       name: "CVipsShim", dependencies: ["CVips"],
-      linkerSettings: [
-        .linkedLibrary("tiff"), .linkedLibrary("z"), .linkedLibrary("cgif"), .linkedLibrary("jpeg"),
-        .linkedLibrary("gmodule-2.0"),
-      ]),
+      linkerSettings: [.linkedLibrary("z"), .linkedLibrary("gmodule-2.0")]),
     .systemLibrary(
       name: "CCurl",
       pkgConfig: "libcurl",

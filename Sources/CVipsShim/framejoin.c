@@ -13,6 +13,8 @@
 #include <limits.h>
 #include <string.h>
 
+#include "library.h"
+
 enum { DR_UNMADE = 0, DR_LIVE = 1, DR_READ = 2 };
 
 typedef struct {

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "library.h"
+
 // One table, prepared for nearest-colour search: its opaque entries sorted by the channel whose
 // values spread widest, so a search starts at the query's value of that channel and stops once
 // the difference in it alone exceeds the best match. `key` is that channel, `p` and `q` the others.

@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "library.h"
+
 // The bytes being checked: memory, or a file read with pread through a one-page window (GIF
 // sub-blocks and PNG chunk headers are many small reads close together).
 typedef struct {

@@ -20,6 +20,7 @@
 #include <jerror.h>
 
 #include "CVipsShim.h"
+#include "library.h"
 
 /* Errors and warnings both end the work: a longjmp back to the caller, with the message kept. */
 typedef struct {

@@ -10,8 +10,11 @@
 #include <limits.h>
 #include <stdatomic.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "library.h"
 
 static __thread char last_warning[512];
 
@@ -68,7 +71,30 @@ static void dr_load_heif_module(void) {
 
 void dr_heif_ready(void) { pthread_once(&dr_heif_once, dr_load_heif_module); }
 
-int dr_init(const char *argv0) {
+static pthread_mutex_t dr_start_lock = PTHREAD_MUTEX_INITIALIZER;
+static int dr_start_closed;
+static char dr_start_failure[600];
+
+/* Registered with atexit(3) by the first start: exit() waits here for a start under way on another
+ * thread (GLib aborts when the process is torn down while a thread registers libvips' types),
+ * and a start asked for later fails instead of beginning. */
+static void dr_close_start(void) {
+  pthread_mutex_lock(&dr_start_lock);
+  dr_start_closed = 1;
+  pthread_mutex_unlock(&dr_start_lock);
+}
+
+static int dr_start(const char *argv0) {
+  if (dr_start_closed) {
+    snprintf(dr_start_failure, sizeof dr_start_failure, "libvips was not started: the process is exiting");
+    return -2;
+  }
+  static int exit_hook;
+  if (!exit_hook) exit_hook = atexit(dr_close_start) == 0;
+  if (!dr_library_open()) {
+    snprintf(dr_start_failure, sizeof dr_start_failure, "%s", dr_library_error());
+    return -2;
+  }
   /* libvips loads every module of its module folder when it starts, and takes that folder from
    * $VIPSHOME when set: ImageMagick, poppler, OpenSlide and libjxl cost about 15 ms and 7 MB a
    * process, and their loaders are untrusted (blocked below). Point libvips at a folder that
@@ -85,6 +111,15 @@ int dr_init(const char *argv0) {
   vips_cache_set_max_files(0);
   return 0;
 }
+
+int dr_init(const char *argv0) {
+  pthread_mutex_lock(&dr_start_lock);
+  int result = dr_start(argv0);
+  pthread_mutex_unlock(&dr_start_lock);
+  return result;
+}
+
+const char *dr_init_failure(void) { return dr_start_failure; }
 
 const char *dr_version(void) { return vips_version_string(); }
 

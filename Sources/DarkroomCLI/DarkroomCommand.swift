@@ -16,7 +16,9 @@ struct DarkroomCommand: AsyncParsableCommand {
       invalid, 64 when the command line is wrong, 75 when an image table is in use by another \
       process or the job queue's database cannot be reached, 128 + N when stopped by signal N (130, 143).
       """,
-    version: "darkroom \(DarkroomCommand.version) (libvips \(Vips.version))",
+    // `darkroom --version` alone also names libvips (main() answers it): opening libvips here
+    // would cost every command its ~15 ms.
+    version: "darkroom \(DarkroomCommand.version)",
     subcommands: [
       RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self, ServeCommand.self,
       QueueCommand.self, EnqueueCommand.self, WorkerCommand.self, BatchCommand.self,
@@ -49,6 +51,10 @@ struct DarkroomCommand: AsyncParsableCommand {
       exit(withError: ExitCode.validationFailure)
     }
     let arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments == ["--version"] {
+      print("darkroom \(version) (libvips \(Vips.version))")
+      return
+    }
     // A run stops in order on SIGINT and SIGTERM from here on: a signal while the command line
     // is parsed, the pipeline loaded or the inputs listed still ends with the summary.
     let signals = arguments.first == RunCommand.configuration.commandName ? StopSignals() : nil

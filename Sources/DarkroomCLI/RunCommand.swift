@@ -123,20 +123,16 @@ struct RunCommand: AsyncParsableCommand {
     var context = StageBuildContext(outputDirectory: output, allowedRoot: root, cacheDirectory: cacheDir, resources: resources)
     context.outputClaims = claims
     let set = try PipelineFile.load(input.pipeline, context: context)
-    // libvips starts here, on the main thread, before any work, when a stage needs it (a
-    // fetch-only pipeline skips its ~80 ms of module loading). Starting it lazily on a pool thread
-    // raced with the process's exit when the first image's operation timed out during the start:
-    // GLib aborted in exit() while the pool thread was still registering its types.
+    // libvips opens and starts (~20 ms: its hundred libraries, then its types) only when a stage
+    // needs it: with a cache stage, on the first miss (a rerun whose images are all hits never
+    // opens it); otherwise on a pool thread from here, while the inputs are listed, and the run
+    // waits for it before its first image. A start under way when the process exits finishes
+    // before exit() goes on (GLib aborted in exit() while a thread registered libvips' types).
     let vipsKinds: Set<String> = ["decode", "crop", "resize", "encode"]
-    let usesVips = set.variants.contains { variant in
-      variant.graph.stages.contains { !vipsKinds.isDisjoint(with: [$0.kind] + $0.fusedKinds) }
-    }
-    do {
-      if usesVips || vipsThreads != 1 { try Darkroom.bootstrap(vipsConcurrency: vipsThreads) }
-    } catch {
-      Terminal.error("error: \(error.message)")
-      throw ExitCode.failure
-    }
+    let stages = set.variants.flatMap(\.graph.stages)
+    let usesVips = stages.contains { !vipsKinds.isDisjoint(with: [$0.kind] + $0.fusedKinds) }
+    let caches = stages.contains { $0.kind == "cache" }
+    let vipsStart = (usesVips && !caches) || vipsThreads != 1 ? VipsStart(threads: vipsThreads) : nil
     let listed = try await input.listed(signals: signals)
     // The memory store sheds half its entries whenever the cgroup runs short of memory.
     let pressureMonitor = MemoryStore.shared.trimOnMemoryPressure()
@@ -162,6 +158,7 @@ struct RunCommand: AsyncParsableCommand {
           : "error: no input can be run")
       throw ExitStatus.inputsFailed
     }
+    try await vipsStart?.ready()
     var variants: [BatchRunner.Variant] = []
     for (graph, name) in graphs {
       do {

@@ -167,3 +167,36 @@ struct HeldImageTests {
     #expect(error?.message.contains("frames") == true, "\(String(describing: error))")
   }
 }
+
+@Suite("Wrapping pixels checks the sizes before any arithmetic")
+struct WrappingSizeTests {
+  final class Owner {}
+
+  @Test(
+    "sizes whose product overflows, or beyond libvips' 32-bit sizes, are refused with a message",
+    arguments: [(Int.max, 2, 3), (1 << 40, 1 << 40, 3), (Int(Int32.max) + 1, 1, 1), (4, 4, 5), (0, 4, 3), (4, -1, 3)])
+  func refusesBadSizes(width: Int, height: Int, bands: Int) throws {
+    let pixels = [UInt8](repeating: 7, count: 48)
+    let error = pixels.withUnsafeBytes { bytes -> PipelineError? in
+      do throws(PipelineError) {
+        _ = try VipsImage.wrapping(bytes, width: width, height: height, bands: bands, owner: Owner())
+        return nil
+      } catch {
+        return error
+      }
+    }
+    #expect(error?.code == .invalidInput, "\(String(describing: error))")
+    #expect(error?.message.contains("got 48") == true, "\(String(describing: error))")
+  }
+
+  @Test("pixels of the stated size are wrapped as they are")
+  func wrapsMatchingSizes() throws {
+    let pixels = (0..<48).map { UInt8($0) }
+    let owner = Owner()
+    let size = try pixels.withUnsafeBytes { bytes in
+      let image = try VipsImage.wrapping(bytes, width: 4, height: 4, bands: 3, owner: owner)
+      return (image.width, image.height, image.bands)
+    }
+    #expect(size == (4, 4, 3))
+  }
+}

@@ -23,9 +23,32 @@ typedef enum {
   DR_FORMAT_HEIF = 6,
 } DrFormat;
 
-// VIPS_INIT is a macro; also blocks untrusted loaders and disables the operation cache (a
-// server processes each image once; the cache would only grow). Call once per process.
+// Opens libvips (nothing links it: see library.h) and starts it (VIPS_INIT is a macro); also
+// blocks untrusted loaders and disables the operation cache (a server processes each image once;
+// the cache would only grow). Call once per process, before any other function here. Returns 0;
+// -1 when libvips failed to start (the reason is in its error buffer); -2 when libvips could not
+// be opened or the process is exiting (the reason is dr_init_failure()). A start under way when
+// the process exits finishes before exit() goes on.
 int dr_init(const char *argv0);
+const char *dr_init_failure(void);
+
+// libvips' image accessors and utilities for Swift, which cannot call through the table.
+int dr_image_width(VipsImage *image);
+int dr_image_height(VipsImage *image);
+int dr_image_bands(VipsImage *image);
+VipsBandFormat dr_image_format(VipsImage *image);
+VipsInterpretation dr_image_interpretation(VipsImage *image);
+int dr_image_orientation(VipsImage *image);
+int dr_image_hasalpha(VipsImage *image);
+size_t dr_format_sizeof(VipsBandFormat format);
+void dr_concurrency_set(int threads);
+// The error buffer's text, owned by the caller (g_free); NULL before libvips started.
+char *dr_error_buffer_copy(void);
+// vips_image_new_from_memory: `data` must outlive the image.
+VipsImage *dr_image_new_from_memory(const void *data, size_t size, int width, int height, int bands,
+                                    VipsBandFormat format);
+// vips_image_copy_memory: a new reference owned by the caller, NULL on failure.
+VipsImage *dr_image_copy_memory(VipsImage *image);
 
 // Loads libvips' HEIF module (HEIF and AVIF), once; the HEIF loaders and savers below call it.
 // dr_init loads no module: libvips' ImageMagick, PDF, OpenSlide and JPEG XL modules are never

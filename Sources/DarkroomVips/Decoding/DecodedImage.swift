@@ -1,4 +1,5 @@
 import CVips
+import CVipsShim
 import DarkroomCore
 
 /// A decoded image and what is known about where it came from.
@@ -97,7 +98,7 @@ extension DecodedImage: SourceCarrying {}
 /// bounds encoded ones.
 extension DecodedImage: CacheCost {
   public var cacheCost: Int {
-    let sample = max(1, Int(vips_format_sizeof(vips_image_get_format(image.pointer))))
+    let sample = max(1, Int(dr_format_sizeof(dr_image_format(image.pointer))))
     let (area, overflow) = image.width.multipliedReportingOverflow(by: image.height)
     let (perPixel, overflow2) = image.bands.multipliedReportingOverflow(by: sample)
     let (total, overflow3) = area.multipliedReportingOverflow(by: perPixel)

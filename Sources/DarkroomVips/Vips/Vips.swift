@@ -3,8 +3,9 @@ import CVipsShim
 import DarkroomCore
 import Foundation
 
-/// libvips set-up and error capture. libvips is initialised exactly once per process, on first
-/// use, with untrusted loaders blocked and the operation cache off.
+/// libvips set-up and error capture. libvips is opened (`dlopen`: nothing links it, so a process
+/// that never touches pixels never pays for its hundred libraries) and initialised exactly once
+/// per process, on first use, with untrusted loaders blocked and the operation cache off.
 ///
 /// ```swift
 /// try Vips.initialize()
@@ -12,13 +13,18 @@ import Foundation
 /// ```
 package enum Vips {
   private static let initialization: Result<Void, PipelineError> = {
-    if dr_init(CommandLine.arguments.first ?? "darkroom") != 0 {
-      return .failure(PipelineError(.processingFailed, "libvips failed to initialise", cause: captureError()))
+    switch dr_init(CommandLine.arguments.first ?? "darkroom") {
+    case 0: break
+    case -1: return .failure(PipelineError(.processingFailed, "libvips failed to initialise", cause: captureError()))
+    default:
+      let reason = String(cString: dr_init_failure())
+      return .failure(
+        PipelineError(.processingFailed, reason, cause: LibraryMessage(library: "libvips", text: reason)))
     }
     // One thread per image: Darkroom parallelises across images, and with more threads libvips
     // 8.14's JPEG loader detects damaged data only some of the time (measured: a truncated JPEG
     // passed strict decoding in 41 % of runs with 2 threads, never with 1).
-    vips_concurrency_set(1)
+    dr_concurrency_set(1)
     return .success(())
   }()
 
@@ -28,22 +34,26 @@ package enum Vips {
     try initialization.get()
   }
 
-  /// The libvips version string.
-  public static var version: String { String(cString: dr_version()) }
+  /// The libvips version string (opening libvips if needed), or `"unavailable"` when it cannot be
+  /// opened.
+  public static var version: String {
+    guard (try? initialize()) != nil else { return "unavailable" }
+    return String(cString: dr_version())
+  }
 
   /// Sets how many threads libvips uses inside one image pipeline (`vips_concurrency_set`).
   /// Darkroom runs one image per blocking-pool thread, so 1 (the default) is best for batches.
   /// Raising it can speed up single huge images but, on libvips 8.14, makes strict decoding of
   /// damaged JPEGs unreliable: some truncated files then decode without an error.
   public static func setConcurrency(_ threads: Int) {
-    vips_concurrency_set(Int32(max(1, threads)))
+    dr_concurrency_set(Int32(max(1, threads)))
   }
 
   /// Takes the text of libvips' error buffer (and clears it). The buffer is process-wide; call
   /// this right at the failing call.
   static func captureError() -> LibraryMessage {
     var text = ""
-    if let raw = vips_error_buffer_copy() {
+    if let raw = dr_error_buffer_copy() {
       text = String(cString: raw).trimmingCharacters(in: .whitespacesAndNewlines)
       g_free(raw)
     }

@@ -60,12 +60,17 @@ extension VipsImage {
     _ pixels: UnsafeRawBufferPointer, width: Int, height: Int, bands: Int, owner: AnyObject
   ) throws(PipelineError) -> VipsImage {
     try Vips.initialize()
-    guard width > 0, height > 0, (1...4).contains(bands), pixels.count == width * height * bands, let base = pixels.baseAddress
+    // Checked before any arithmetic: the sizes come from the caller (a table entry read from disk).
+    let limit = Int(Int32.max)
+    let rows = width.multipliedReportingOverflow(by: height)
+    let bytes = rows.partialValue.multipliedReportingOverflow(by: bands)
+    guard (1...limit).contains(width), (1...limit).contains(height), (1...4).contains(bands), !rows.overflow, !bytes.overflow,
+      pixels.count == bytes.partialValue, let base = pixels.baseAddress
     else {
-      throw PipelineError(
-        .invalidInput, "expected \(width)×\(height)×\(bands) = \(width * height * bands) bytes, got \(pixels.count)")
+      let expected = rows.overflow || bytes.overflow ? "more than fit in memory" : "\(bytes.partialValue) bytes"
+      throw PipelineError(.invalidInput, "expected \(width)×\(height)×\(bands) = \(expected), got \(pixels.count)")
     }
-    guard let image = vips_image_new_from_memory(base, pixels.count, Int32(width), Int32(height), Int32(bands), VIPS_FORMAT_UCHAR)
+    guard let image = dr_image_new_from_memory(base, pixels.count, Int32(width), Int32(height), Int32(bands), VIPS_FORMAT_UCHAR)
     else {
       let cause = Vips.captureError()
       throw PipelineError(.processingFailed, "wrapping pixels failed: \(cause.text)", cause: cause)

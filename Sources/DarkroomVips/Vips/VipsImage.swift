@@ -49,11 +49,11 @@ public final class VipsImage: @unchecked Sendable {
   deinit { g_object_unref(pointer) }
 
   /// Width in pixels.
-  public var width: Int { Int(vips_image_get_width(pointer)) }
+  public var width: Int { Int(dr_image_width(pointer)) }
   /// Height in pixels.
-  public var height: Int { Int(vips_image_get_height(pointer)) }
+  public var height: Int { Int(dr_image_height(pointer)) }
   /// Number of bands (3 for RGB, 4 for RGBA…).
-  public var bands: Int { Int(vips_image_get_bands(pointer)) }
+  public var bands: Int { Int(dr_image_bands(pointer)) }
   /// Whether the last band is alpha.
   /// The bytes of compressed sources (`ImageBytes`) this image keeps alive, through the images it
   /// was made from: what a lazily decoded image costs before its pixels are decoded.
@@ -69,16 +69,16 @@ public final class VipsImage: @unchecked Sendable {
   }
 
   /// The bytes one pixel takes in memory (bands × bytes per sample).
-  public var bytesPerPixel: Int { Int(vips_format_sizeof(vips_image_get_format(pointer))) * bands }
-  public var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
+  public var bytesPerPixel: Int { Int(dr_format_sizeof(dr_image_format(pointer))) * bands }
+  public var hasAlpha: Bool { dr_image_hasalpha(pointer) != 0 }
   /// The EXIF orientation tag (1…8; 1 when absent).
-  public var orientation: Int { Int(vips_image_get_orientation(pointer)) }
+  public var orientation: Int { Int(dr_image_orientation(pointer)) }
   /// Whether an ICC profile is attached.
   public var hasICCProfile: Bool { dr_has_icc(pointer) != 0 }
   /// The colour interpretation.
-  var interpretation: VipsInterpretation { vips_image_get_interpretation(pointer) }
+  var interpretation: VipsInterpretation { dr_image_interpretation(pointer) }
   /// The pixel format of each band.
-  var bandFormat: VipsBandFormat { vips_image_get_format(pointer) }
+  var bandFormat: VipsBandFormat { dr_image_format(pointer) }
 
   /// Runs a shim call producing a new image; throws with libvips' error text on failure.
   func derive(
@@ -98,7 +98,7 @@ public final class VipsImage: @unchecked Sendable {
 
   /// Decodes all pixels into memory now (so later steps cannot fail on damaged data).
   public func materialized() throws(PipelineError) -> VipsImage {
-    guard let out = vips_image_copy_memory(pointer) else {
+    guard let out = dr_image_copy_memory(pointer) else {
       let cause = Vips.captureError()
       // Pulling pixels fails when the source data is damaged. The message cannot decide this:
       // libvips' error buffer is process-wide, so a concurrent failure may have taken it.
