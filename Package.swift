@@ -45,15 +45,15 @@ let package = Package(
       pkgConfig: "gobject-2.0",
       providers: [.apt(["libvips-dev"])]
     ),
+    // dlopen and dlsym for the shims below, which open their libraries on first use.
+    .target(name: "CLibraryLoader"),
     .target(
-      name: "CVipsShim", dependencies: ["CVips"],
+      name: "CVipsShim", dependencies: ["CVips", "CLibraryLoader"],
       linkerSettings: [.linkedLibrary("z"), .linkedLibrary("gmodule-2.0")]),
-    .systemLibrary(
-      name: "CCurl",
-      pkgConfig: "libcurl",
-      providers: [.apt(["libcurl4-openssl-dev"])]
-    ),
-    .target(name: "CCurlShim", dependencies: ["CCurl"]),
+    // libcurl's headers (Debian's libcurl4-openssl-dev, on the default include path), compiled
+    // against but not linked: CCurlShim opens libcurl on the first HTTP transfer.
+    .systemLibrary(name: "CCurl"),
+    .target(name: "CCurlShim", dependencies: ["CCurl", "CLibraryLoader"]),
     .target(name: "DarkroomCurl", dependencies: ["DarkroomCore", "CCurl", "CCurlShim"], swiftSettings: strict),
     // openat2(2) for FileTransport (syscall(2) is variadic, so Swift cannot call it).
     .systemLibrary(name: "CFileShim"),

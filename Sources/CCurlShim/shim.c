@@ -4,7 +4,34 @@
 #include <string.h>
 #include <sys/socket.h>
 
-CURLcode dr_global_init(void) { return curl_global_init(CURL_GLOBAL_ALL); }
+#include "library.h"
+
+CURLcode dr_global_init(void) {
+  if (!dr_curl_open()) return CURLE_FAILED_INIT;
+  return curl_global_init(CURL_GLOBAL_ALL);
+}
+
+const char *dr_curl_version(void) { return curl_version(); }
+
+const char *dr_curl_strerror(CURLcode code) {
+  if (!atomic_load_explicit(&dr_curl_table, memory_order_acquire)) return "libcurl is not loaded";
+  return curl_easy_strerror(code);
+}
+
+void dr_easy_cleanup(CURL *easy) { curl_easy_cleanup(easy); }
+struct curl_slist *dr_slist_append(struct curl_slist *list, const char *line) { return curl_slist_append(list, line); }
+void dr_slist_free_all(struct curl_slist *list) { curl_slist_free_all(list); }
+
+CURLM *dr_multi_new(void) {
+  if (!atomic_load_explicit(&dr_curl_table, memory_order_acquire)) return NULL;
+  return curl_multi_init();
+}
+
+CURLMcode dr_multi_add(CURLM *multi, CURL *easy) { return curl_multi_add_handle(multi, easy); }
+CURLMcode dr_multi_remove(CURLM *multi, CURL *easy) { return curl_multi_remove_handle(multi, easy); }
+CURLMcode dr_multi_perform(CURLM *multi, int *running) { return curl_multi_perform(multi, running); }
+CURLMcode dr_multi_poll(CURLM *multi, int timeout_ms) { return curl_multi_poll(multi, NULL, 0, timeout_ms, NULL); }
+CURLMcode dr_multi_wakeup(CURLM *multi) { return curl_multi_wakeup(multi); }
 
 CURL *dr_easy_new(void) {
   CURL *easy = curl_easy_init();

@@ -1,7 +1,8 @@
 #define DR_LIBRARY_TABLE_ONLY
 #include "library.h"
 
-#include <dlfcn.h>
+#include "CLibraryLoader.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,43 +13,31 @@ static DrLibrary dr_library_storage;
 static char dr_library_failure[512];
 static pthread_once_t dr_library_once = PTHREAD_ONCE_INIT;
 
-/* libvips' file name: libtool's major version is CURRENT - AGE (42 for every 8.x). */
-static void dr_library_name(char *name, size_t size) {
-#ifdef __APPLE__
-  snprintf(name, size, "libvips.%d.dylib", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
-#else
-  snprintf(name, size, "libvips.so.%d", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
-#endif
-}
+#define DR_LIBRARY_NAME(symbol) #symbol,
+static const char *const dr_library_names[] = {DR_LIBRARY_SYMBOLS(DR_LIBRARY_NAME)};
+#undef DR_LIBRARY_NAME
+enum { DR_LIBRARY_COUNT = sizeof dr_library_names / sizeof dr_library_names[0] };
 
 static void dr_library_load(void) {
+  /* libvips' file name: libtool's major version is CURRENT - AGE (42 for every 8.x). */
   char name[64];
-  dr_library_name(name, sizeof name);
-  void *handle = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
-  if (!handle) {
-    const char *reason = dlerror();
-    snprintf(dr_library_failure, sizeof dr_library_failure, "%s could not be loaded: %s (install libvips: apt-get install libvips42)",
-             name, reason ? reason : "no reason given");
+#ifdef __APPLE__
+  snprintf(name, sizeof name, "libvips.%d.dylib", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
+#else
+  snprintf(name, sizeof name, "libvips.so.%d", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
+#endif
+  char hint[96];
+  snprintf(hint, sizeof hint, "Darkroom needs libvips %d.%d or later: apt-get install libvips42", VIPS_MAJOR_VERSION,
+           VIPS_MINOR_VERSION);
+  void *addresses[DR_LIBRARY_COUNT];
+  if (dr_library_resolve(name, hint, dr_library_names, addresses, DR_LIBRARY_COUNT, dr_library_failure,
+                         sizeof dr_library_failure) != 0)
     return;
-  }
-  DrLibrary table;
-  memset(&table, 0, sizeof table);
-  const char *missing = NULL;
   /* The object-pointer-to-function-pointer conversion is what dlsym(3) is for (POSIX). */
-#define DR_LIBRARY_RESOLVE(symbol)                                                                                   \
-  if (!missing) {                                                                                                    \
-    table.symbol = (__typeof__(table.symbol))dlsym(handle, #symbol);                                                 \
-    if (!table.symbol) missing = #symbol;                                                                            \
-  }
-  DR_LIBRARY_SYMBOLS(DR_LIBRARY_RESOLVE)
-#undef DR_LIBRARY_RESOLVE
-  if (missing) {
-    /* The handle stays open: something in it may have started threads or registered types. */
-    snprintf(dr_library_failure, sizeof dr_library_failure, "%s has no %s: Darkroom needs libvips %d.%d or later", name,
-             missing, VIPS_MAJOR_VERSION, VIPS_MINOR_VERSION);
-    return;
-  }
-  dr_library_storage = table;
+  size_t index = 0;
+#define DR_LIBRARY_ASSIGN(symbol) dr_library_storage.symbol = (__typeof__(dr_library_storage.symbol))addresses[index++];
+  DR_LIBRARY_SYMBOLS(DR_LIBRARY_ASSIGN)
+#undef DR_LIBRARY_ASSIGN
   atomic_store_explicit(&dr_library_table, &dr_library_storage, memory_order_release);
 }
 

@@ -29,7 +29,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
   private init() {
     _ = try? Curl.initialize()
-    multi = curl_multi_init()
+    multi = dr_multi_new()
     if let multi {
       _ = dr_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
       _ = dr_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 64)
@@ -44,7 +44,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     get { queued.withLock { $0.limit } }
     set {
       queued.withLock { $0.limit = max(1, newValue) }
-      if let multi { curl_multi_wakeup(multi) }
+      if let multi { dr_multi_wakeup(multi) }
     }
   }
 
@@ -55,12 +55,12 @@ final class CurlMultiLoop: @unchecked Sendable {
       await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
         transfer.continuation = continuation
         queued.withLock { $0.incoming.append(transfer) }
-        if let multi { curl_multi_wakeup(multi) }
+        if let multi { dr_multi_wakeup(multi) }
       }
     } onCancel: {
       transfer.cancel()
       queued.withLock { _ = $0.cancelled.insert(transfer.id) }
-      if let multi { curl_multi_wakeup(multi) }
+      if let multi { dr_multi_wakeup(multi) }
     }
   }
 
@@ -114,25 +114,25 @@ final class CurlMultiLoop: @unchecked Sendable {
         if !removed.isEmpty {
           for (easy, transfer) in active where removed.contains(transfer.id) {
             active.removeValue(forKey: easy)
-            curl_multi_remove_handle(multi, easy)
+            dr_multi_remove(multi, easy)
             finish(transfer, transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
           }
         }
       }
       resumeReady()
       var stillRunning: Int32 = 0
-      curl_multi_perform(multi, &stillRunning)
+      dr_multi_perform(multi, &stillRunning)
       var easy: UnsafeMutableRawPointer?
       var code = CURLE_OK
       while dr_multi_next_done(multi, &easy, &code) == 1 {
         guard let easy, let transfer = active.removeValue(forKey: easy) else { continue }
-        curl_multi_remove_handle(multi, easy)
+        dr_multi_remove(multi, easy)
         let outcome = transfer.outcome(code: code)
         if let effective = outcome.effectiveURL { origins.record(effective, httpVersion: outcome.httpVersion) }
         finish(transfer, outcome)
       }
       resumeReady()
-      curl_multi_poll(multi, nil, 0, 1000, nil)
+      dr_multi_poll(multi, 1000)
     }
   }
 }
@@ -143,6 +143,6 @@ extension CurlMultiLoop {
   fileprivate func start(_ transfer: CurlTransfer, on multi: UnsafeMutableRawPointer) -> Bool {
     let waits = origins.waitsForMultiplexing(transfer.url)
     _ = dr_setopt_long(transfer.easy, CURLOPT_PIPEWAIT, waits ? 1 : 0)
-    return curl_multi_add_handle(multi, transfer.easy) == CURLM_OK
+    return dr_multi_add(multi, transfer.easy) == CURLM_OK
   }
 }

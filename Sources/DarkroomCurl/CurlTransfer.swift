@@ -67,8 +67,8 @@ final class CurlTransfer: @unchecked Sendable {
 
   deinit {
     CurlTransfer.live.subtract(1, ordering: .relaxed)
-    curl_easy_cleanup(easy)
-    if let headerList { curl_slist_free_all(headerList) }
+    dr_easy_cleanup(easy)
+    if let headerList { dr_slist_free_all(headerList) }
     errorBuffer.deallocate()
   }
 
@@ -116,7 +116,7 @@ final class CurlTransfer: @unchecked Sendable {
     }
     var list: UnsafeMutablePointer<curl_slist>?
     for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
-      list = curl_slist_append(list, "\(name): \(value)")
+      list = dr_slist_append(list, "\(name): \(value)")
     }
     headerList = list
     if let list { _ = dr_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) }

@@ -140,5 +140,5 @@ struct HTTPOutcomeClassifier {
     return nil
   }
 
-  private func curlText(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
+  private func curlText(_ code: CURLcode) -> String { String(cString: dr_curl_strerror(code)) }
 }

@@ -1,12 +1,13 @@
 import Darkroom
+import DarkroomHTTPTestServer
 import DarkroomVipsTesting
 import Foundation
 import Testing
 
-/// libvips is opened (dlopen) when a stage first needs pixels, never before: a rerun whose images
-/// all come from the disk cache, `validate` and `--help` never load its hundred libraries. The
-/// dynamic loader says what it loads when `LD_DEBUG=files` is set (glibc).
-@Suite("libvips opened on first use")
+/// libvips is opened (dlopen) when a stage first needs pixels, and libcurl on the first HTTP
+/// transfer, never before: a rerun whose images all come from the disk cache, `validate` and
+/// `--help` load neither. The dynamic loader says what it loads when `LD_DEBUG=files` is set (glibc).
+@Suite("libvips and libcurl opened on first use")
 struct LazyLibraryTests {
   static let pipeline = """
     {"version": 1, "name": "lazy", "stages": [
@@ -16,8 +17,13 @@ struct LazyLibraryTests {
     """
 
   /// Whether the loader's trace (stderr under LD_DEBUG=files) shows libvips being loaded.
-  static func loadsVips(_ result: Runner.Result) -> Bool {
-    result.stderr.split(separator: "\n").contains { $0.contains("file=libvips.so") }
+  static func loadsVips(_ result: Runner.Result) -> Bool { loads("libvips.so", result) }
+
+  /// Whether the trace shows libcurl (the OpenSSL build Darkroom uses) being loaded.
+  static func loadsCurl(_ result: Runner.Result) -> Bool { loads("libcurl.so", result) }
+
+  static func loads(_ library: String, _ result: Runner.Result) -> Bool {
+    result.stderr.split(separator: "\n").contains { $0.contains("file=\(library)") }
   }
 
   func fixtures() throws -> (root: String, images: String, pipeline: String) {
@@ -31,6 +37,15 @@ struct LazyLibraryTests {
     let pipeline = root + "/pipeline.json"
     try Self.pipeline.write(toFile: pipeline, atomically: true, encoding: .utf8)
     return (root, images, pipeline)
+  }
+
+  /// The environment of a process that finds a file named `library` first on its library path,
+  /// which dlopen finds and refuses ("file too short").
+  func brokenLibrary(_ library: String, in root: String) throws -> [String: String] {
+    let folder = root + "/lib"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    try Data("not a library".utf8).write(to: URL(fileURLWithPath: folder + "/" + library))
+    return ["LD_LIBRARY_PATH": folder]
   }
 
   @Test("a cached rerun, validate and --help never load libvips; the first run and --version do")
@@ -47,15 +62,17 @@ struct LazyLibraryTests {
       executable: Runner.executable, arguments: arguments + [root + "/out2"], environment: trace)
     #expect(second.status == 0, "\(second.stderr.suffix(2000))")
     #expect(!Self.loadsVips(second), "every image of the rerun is a disk hit: libvips must stay closed")
+    // (The first run loads libcurl with libvips: libvips' HDF5 dependency links it.)
+    #expect(!Self.loadsCurl(second), "local files need no libcurl")
     for index in 0..<3 {
       let written = try Data(contentsOf: URL(fileURLWithPath: root + "/out2/img\(index).jpg"))
       let original = try Data(contentsOf: URL(fileURLWithPath: root + "/out1/img\(index).jpg"))
       #expect(written == original)
     }
     let validate = try await Runner.capture(executable: Runner.executable, arguments: ["validate", pipeline], environment: trace)
-    #expect(validate.status == 0 && !Self.loadsVips(validate), "\(validate.stdout)")
+    #expect(validate.status == 0 && !Self.loadsVips(validate) && !Self.loadsCurl(validate), "\(validate.stdout)")
     let help = try await Runner.capture(executable: Runner.executable, arguments: ["run", "--help"], environment: trace)
-    #expect(help.status == 0 && !Self.loadsVips(help))
+    #expect(help.status == 0 && !Self.loadsVips(help) && !Self.loadsCurl(help))
     let version = try await Runner.capture(executable: Runner.executable, arguments: ["--version"], environment: trace)
     #expect(version.status == 0 && Self.loadsVips(version) && version.stdout.contains("libvips 8."), "\(version.stdout)")
   }
@@ -64,11 +81,7 @@ struct LazyLibraryTests {
   func brokenLibraryIsAnError() async throws {
     let (root, images, pipeline) = try fixtures()
     defer { try? FileManager.default.removeItem(atPath: root) }
-    // A file of that name first on the library path: dlopen finds it and refuses it.
-    let fake = root + "/lib"
-    try FileManager.default.createDirectory(atPath: fake, withIntermediateDirectories: true)
-    try Data("not a library".utf8).write(to: URL(fileURLWithPath: fake + "/libvips.so.42"))
-    let broken = ["LD_LIBRARY_PATH": fake]
+    let broken = try brokenLibrary("libvips.so.42", in: root)
     // Without a cache stage libvips starts before the first image: the run stops at once.
     let plain = try await Runner.capture(
       executable: Runner.executable, arguments: ["run", "Examples/pipelines/thumbnail.json", images, "--output", root + "/o1"],
@@ -85,5 +98,45 @@ struct LazyLibraryTests {
       "\(cached.stderr)")
     let version = try await Runner.capture(executable: Runner.executable, arguments: ["--version"], environment: broken)
     #expect(version.status == 0 && version.stdout.contains("libvips unavailable"), "\(version.stdout)")
+  }
+
+  /// A fetch-only pipeline (no pixels): the runner saves the bytes as they came.
+  func fetchOnly(_ root: String) throws -> String {
+    let pipeline = root + "/fetch.json"
+    try Data(
+      #"{"version": 1, "stages": [{"stage": "fetch", "allowHosts": ["127.0.0.1"], "retries": 0}]}"#
+        .utf8
+    ).write(to: URL(fileURLWithPath: pipeline))
+    return pipeline
+  }
+
+  @Test("an HTTP input opens libcurl; a fetch-only pipeline never opens libvips")
+  func httpOpensCurl() async throws {
+    let (root, _, _) = try fixtures()
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let jpeg = try TestImages.encoded(.jpeg(quality: 80), width: 32, height: 24).data
+    let server = try await TestHTTPServer.start(routes: ["/a.jpg": .ok(body: Array(jpeg), contentType: "image/jpeg")])
+    defer { Task { try? await server.shutdown() } }
+    let result = try await Runner.capture(
+      executable: Runner.executable, arguments: ["run", try fetchOnly(root), server.url("/a.jpg"), "--output", root + "/out"],
+      environment: ["LD_DEBUG": "files"])
+    #expect(result.status == 0, "\(result.stderr.suffix(2000))")
+    #expect(Self.loadsCurl(result) && !Self.loadsVips(result))
+    #expect(try Data(contentsOf: URL(fileURLWithPath: root + "/out/a.jpg")) == jpeg)
+  }
+
+  @Test("a libcurl that cannot be loaded fails each HTTP input with the reason")
+  func brokenCurlIsAnError() async throws {
+    let (root, _, _) = try fixtures()
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let broken = try brokenLibrary("libcurl.so.4", in: root)
+    let result = try await Runner.capture(
+      executable: Runner.executable,
+      arguments: ["run", try fetchOnly(root), "http://127.0.0.1:9/a.jpg", "http://127.0.0.1:9/b.jpg", "--output", root + "/out"],
+      environment: broken)
+    #expect(result.status == 1, "\(result.stderr)")
+    #expect(
+      result.stderr.split(separator: "\n").filter { $0.contains("libcurl.so.4 could not be loaded") }.count == 2,
+      "\(result.stderr)")
   }
 }

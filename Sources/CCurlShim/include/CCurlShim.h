@@ -2,8 +2,8 @@
 // curl_multi_setopt), which Swift cannot call, plus small helpers for structures Swift reads
 // awkwardly (CURLMsg's union, struct curl_sockaddr).
 //
-// Ownership: a CURL* from dr_easy_new and a CURLM* from curl_multi_init belong to the caller
-// (curl_easy_cleanup / curl_multi_cleanup). Strings passed to dr_setopt_string are copied by
+// Ownership: a CURL* from dr_easy_new and a CURLM* from dr_multi_new belong to the caller
+// (dr_easy_cleanup; the multi handle lives as long as the process). Strings passed to dr_setopt_string are copied by
 // libcurl. Pointers passed with dr_setopt_pointer (write/header/progress/socket user data, the
 // error buffer, header lists) must stay valid until the handle is cleaned up: the Swift side keeps
 // them in the transfer object that owns the handle. Strings from dr_getinfo_string belong to the
@@ -14,8 +14,27 @@
 #include <curl/curl.h>
 #include <stddef.h>
 
-// curl_global_init(CURL_GLOBAL_ALL); call once per process before anything else.
+// Opens libcurl (nothing links it: see Docs/CInterop.md) and runs
+// curl_global_init(CURL_GLOBAL_ALL); call once per process before anything else. Returns
+// CURLE_FAILED_INIT when libcurl could not be opened, and dr_curl_open_failure() says why.
 CURLcode dr_global_init(void);
+const char *dr_curl_open_failure(void);
+
+// libcurl's plain functions, for Swift, which cannot call through the table.
+const char *dr_curl_version(void);
+// curl_easy_strerror; a fixed text while libcurl is not open.
+const char *dr_curl_strerror(CURLcode code);
+void dr_easy_cleanup(CURL *easy);
+struct curl_slist *dr_slist_append(struct curl_slist *list, const char *line);
+void dr_slist_free_all(struct curl_slist *list);
+// curl_multi_init; NULL while libcurl is not open.
+CURLM *dr_multi_new(void);
+CURLMcode dr_multi_add(CURLM *multi, CURL *easy);
+CURLMcode dr_multi_remove(CURLM *multi, CURL *easy);
+CURLMcode dr_multi_perform(CURLM *multi, int *running);
+// curl_multi_poll with no extra descriptors.
+CURLMcode dr_multi_poll(CURLM *multi, int timeout_ms);
+CURLMcode dr_multi_wakeup(CURLM *multi);
 
 // A new easy handle with defaults every Darkroom transfer wants (no signals: threads).
 CURL *dr_easy_new(void);

@@ -1,0 +1,16 @@
+// Opens a shared library on first use and resolves the functions a shim calls (used by CVipsShim
+// for libvips and CCurlShim for libcurl; see Docs/CInterop.md).
+#ifndef DARKROOM_CLIBRARYLOADER_H
+#define DARKROOM_CLIBRARYLOADER_H
+
+#include <stddef.h>
+
+// dlopen(3)s `file` (RTLD_NOW | RTLD_GLOBAL: what the library loads later sees it as if it were
+// linked) and resolves `count` names into `addresses`, from the library and its dependencies.
+// Returns 0; or -1 with `failure` (of `failure_size` bytes) saying which step failed and, after
+// `hint`, what to install. A library whose symbol is missing stays open: it may have started
+// threads or registered types.
+int dr_library_resolve(const char *file, const char *hint, const char *const *names, void **addresses, size_t count,
+                       char *failure, size_t failure_size);
+
+#endif
