@@ -5,7 +5,7 @@
 
 int dr_library_resolve(const char *file, const char *hint, const char *const *names, void **addresses, size_t count,
                        char *failure, size_t failure_size) {
-  void *handle = dlopen(file, RTLD_NOW | RTLD_GLOBAL);
+  void *handle = dlopen(file, RTLD_LAZY | RTLD_GLOBAL);
   if (!handle) {
     const char *reason = dlerror();
     snprintf(failure, failure_size, "%s could not be loaded: %s (%s)", file, reason ? reason : "no reason given", hint);

@@ -4,7 +4,7 @@
 // libvips links about a hundred shared libraries; with Debian's (built with -z now) the dynamic
 // loader binds ~28,000 symbols across them at every process start, 15-19 ms before main(). A
 // command that needs no pixels (a cached rerun, a fetch-only pipeline, --help, validate, list)
-// never opens them. The first caller opens libvips (RTLD_NOW | RTLD_GLOBAL, so libvips' own
+// never opens them. The first caller opens libvips (RTLD_LAZY | RTLD_GLOBAL, so libvips' own
 // modules and GLib see it as if it were linked) and resolves every symbol below from it and its
 // dependencies (libjpeg, libtiff and cgif are among them: the same copies libvips uses).
 //
