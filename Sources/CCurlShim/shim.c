@@ -5,10 +5,15 @@
 #include <sys/socket.h>
 
 #include "library.h"
+#include "CLibraryLoader.h"
 
 CURLcode dr_global_init(void) {
   if (!dr_curl_open()) return CURLE_FAILED_INIT;
-  return curl_global_init(CURL_GLOBAL_ALL);
+  /* Kept out of exit()'s way like libvips' start (see dr_library_enter). */
+  if (dr_library_enter() != 0) return CURLE_FAILED_INIT;
+  CURLcode code = curl_global_init(CURL_GLOBAL_ALL);
+  dr_library_leave();
+  return code;
 }
 
 const char *dr_curl_version(void) { return curl_version(); }

@@ -26,9 +26,9 @@ static void dr_library_load(void) {
 #else
   snprintf(name, sizeof name, "libvips.so.%d", VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE);
 #endif
-  char hint[96];
-  snprintf(hint, sizeof hint, "Darkroom needs libvips %d.%d or later: apt-get install libvips42", VIPS_MAJOR_VERSION,
-           VIPS_MINOR_VERSION);
+  char hint[128];
+  snprintf(hint, sizeof hint, "Darkroom needs libvips %d.%d or later and the libraries it links: apt-get install libvips42",
+           VIPS_MAJOR_VERSION, VIPS_MINOR_VERSION);
   void *addresses[DR_LIBRARY_COUNT];
   if (dr_library_resolve(name, hint, dr_library_names, addresses, DR_LIBRARY_COUNT, dr_library_failure,
                          sizeof dr_library_failure) != 0)
@@ -42,7 +42,12 @@ static void dr_library_load(void) {
 }
 
 const DrLibrary *dr_library_open(void) {
+  const DrLibrary *table = atomic_load_explicit(&dr_library_table, memory_order_acquire);
+  if (table) return table;
+  /* The start lock first, then the once: every path takes them in that order. */
+  if (dr_library_enter() != 0) return NULL;
   pthread_once(&dr_library_once, dr_library_load);
+  dr_library_leave();
   return atomic_load_explicit(&dr_library_table, memory_order_acquire);
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "library.h"
+#include "CLibraryLoader.h"
 
 static __thread char last_warning[512];
 
@@ -60,37 +61,28 @@ static pthread_once_t dr_heif_once = PTHREAD_ONCE_INIT;
 static void dr_load_heif_module(void) {
   Dl_info info;
   if (!dladdr((void *)vips_init, &info) || !info.dli_fname) return;
-  char *folder = g_path_get_dirname(info.dli_fname);
+  /* The folder of the file itself: libvips reached through a symlink (a library path of links)
+   * keeps its modules beside the real file. */
+  char *real = realpath(info.dli_fname, NULL);
+  char *folder = g_path_get_dirname(real ? real : info.dli_fname);
+  free(real);
   char *path = g_strdup_printf("%s/vips-modules-%d.%d/vips-heif.%s", folder, VIPS_MAJOR_VERSION, VIPS_MINOR_VERSION,
                                G_MODULE_SUFFIX);
-  GModule *module = g_module_open(path, G_MODULE_BIND_LAZY);
-  if (module) g_module_make_resident(module); /* it registers GTypes: it stays */
+  /* Not while the process exits (see dr_library_enter): the HEIF image then fails instead. */
+  if (dr_library_enter() == 0) {
+    GModule *module = g_module_open(path, G_MODULE_BIND_LAZY);
+    if (module) g_module_make_resident(module); /* it registers GTypes: it stays */
+    dr_library_leave();
+  }
   g_free(path);
   g_free(folder);
 }
 
 void dr_heif_ready(void) { pthread_once(&dr_heif_once, dr_load_heif_module); }
 
-static pthread_mutex_t dr_start_lock = PTHREAD_MUTEX_INITIALIZER;
-static int dr_start_closed;
 static char dr_start_failure[600];
 
-/* Registered with atexit(3) by the first start: exit() waits here for a start under way on another
- * thread (GLib aborts when the process is torn down while a thread registers libvips' types),
- * and a start asked for later fails instead of beginning. */
-static void dr_close_start(void) {
-  pthread_mutex_lock(&dr_start_lock);
-  dr_start_closed = 1;
-  pthread_mutex_unlock(&dr_start_lock);
-}
-
 static int dr_start(const char *argv0) {
-  if (dr_start_closed) {
-    snprintf(dr_start_failure, sizeof dr_start_failure, "libvips was not started: the process is exiting");
-    return -2;
-  }
-  static int exit_hook;
-  if (!exit_hook) exit_hook = atexit(dr_close_start) == 0;
   if (!dr_library_open()) {
     snprintf(dr_start_failure, sizeof dr_start_failure, "%s", dr_library_error());
     return -2;
@@ -113,9 +105,13 @@ static int dr_start(const char *argv0) {
 }
 
 int dr_init(const char *argv0) {
-  pthread_mutex_lock(&dr_start_lock);
+  /* The whole start (opening libvips, then registering its types) is kept out of exit()'s way. */
+  if (dr_library_enter() != 0) {
+    snprintf(dr_start_failure, sizeof dr_start_failure, "libvips was not started: the process is exiting");
+    return -2;
+  }
   int result = dr_start(argv0);
-  pthread_mutex_unlock(&dr_start_lock);
+  dr_library_leave();
   return result;
 }
 

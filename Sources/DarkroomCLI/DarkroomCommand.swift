@@ -16,8 +16,8 @@ struct DarkroomCommand: AsyncParsableCommand {
       invalid, 64 when the command line is wrong, 75 when an image table is in use by another \
       process or the job queue's database cannot be reached, 128 + N when stopped by signal N (130, 143).
       """,
-    // `darkroom --version` alone also names libvips (main() answers it): opening libvips here
-    // would cost every command its ~15 ms.
+    // `darkroom --version` also names libvips (main() answers it): opening libvips here would
+    // cost every command its ~15 ms.
     version: "darkroom \(DarkroomCommand.version)",
     subcommands: [
       RunCommand.self, ValidateCommand.self, StagesCommand.self, SchemaCommand.self, CacheCommand.self, ServeCommand.self,
@@ -51,7 +51,8 @@ struct DarkroomCommand: AsyncParsableCommand {
       exit(withError: ExitCode.validationFailure)
     }
     let arguments = Array(CommandLine.arguments.dropFirst())
-    if arguments == ["--version"] {
+    // As ArgumentParser reads it: `--version` before any `--`, after any subcommand too.
+    if arguments.prefix(while: { $0 != "--" }).contains("--version") {
       print("darkroom \(version) (libvips \(Vips.version))")
       return
     }

@@ -9,7 +9,8 @@ enum PipelineFile {
   /// Fails with exit status 2 (``ExitStatus/invalidPipeline``) for a file that is invalid, and
   /// with 75 (``ExitStatus/inUseElsewhere``) when the file is fine but a cache store it names is
   /// locked by another process (an image table another run has open): that run ending is all it
-  /// takes, so it is not called an invalid pipeline.
+  /// takes, so it is not called an invalid pipeline. A library that cannot be loaded (libvips,
+  /// for an overlay's watermark) fails with 1: the installation is at fault, not the file.
   static func load(_ path: String, context: StageBuildContext) throws(ExitCode) -> PipelineSet {
     do {
       return try PipelineDefinition.loadSet(contentsOf: path, registry: Darkroom.standardRegistry, context: context)
@@ -24,6 +25,11 @@ enum PipelineFile {
       if context.opensExistingStoresOnly, codes.allSatisfy({ $0 == .notFound }) {
         // `darkroom cache` on a store never made: said, and nothing made.
         for issue in error.issues { Terminal.error("darkroom cache: \(issue.message)") }
+        throw ExitCode.failure
+      }
+      if codes.contains(.libraryUnavailable) {
+        // An overlay's watermark is decoded as the file loads: the installation is at fault.
+        Terminal.error("error: \(error.message)")
         throw ExitCode.failure
       }
       Terminal.error("error: invalid pipeline: \(error.message)")

@@ -132,7 +132,8 @@ struct RunCommand: AsyncParsableCommand {
     let stages = set.variants.flatMap(\.graph.stages)
     let usesVips = stages.contains { !vipsKinds.isDisjoint(with: [$0.kind] + $0.fusedKinds) }
     let caches = stages.contains { $0.kind == "cache" }
-    let vipsStart = (usesVips && !caches) || vipsThreads != 1 ? VipsStart(threads: vipsThreads) : nil
+    Vips.requestConcurrency(vipsThreads)
+    let vipsStart = usesVips && !caches ? VipsStart(threads: vipsThreads) : nil
     let listed = try await input.listed(signals: signals)
     // The memory store sheds half its entries whenever the cgroup runs short of memory.
     let pressureMonitor = MemoryStore.shared.trimOnMemoryPressure()

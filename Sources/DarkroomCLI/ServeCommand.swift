@@ -140,7 +140,8 @@ struct ServeCommand: AsyncParsableCommand {
       server = try ImageServer(configuration: settings, logger: logger, sharedCache: sharedStore)
     } catch {
       Terminal.error("error: \(error.message)")
-      throw ExitStatus.invalidPipeline
+      // A broken installation (libvips cannot be loaded) is not a bad configuration.
+      throw error.code == .libraryUnavailable ? ExitCode.failure : ExitStatus.invalidPipeline
     }
     for (name, problem) in server.presets?.reload() ?? [:] {
       Terminal.error("warning: preset \(name) does not validate: \(problem.message)")

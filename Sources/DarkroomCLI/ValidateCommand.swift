@@ -15,6 +15,7 @@ struct ValidateCommand: ParsableCommand {
 
   func run() throws {
     var invalid = 0
+    var unchecked = 0
     for file in files {
       do {
         let set = try PipelineDefinition.loadSet(
@@ -26,11 +27,19 @@ struct ValidateCommand: ParsableCommand {
           print("ok: \(file) (\"\(set.name)\": \(plans.joined(separator: "; ")))")
         }
       } catch {
-        invalid += 1
-        Terminal.error("invalid: \(error.message)")
+        let codes = error.issues.isEmpty ? [error.code] : error.issues.map(\.code)
+        if codes.contains(.libraryUnavailable) {
+          // An overlay's watermark could not be checked: the installation is at fault, not the file.
+          unchecked += 1
+          Terminal.error("error: cannot check \(file): \(error.message)")
+        } else {
+          invalid += 1
+          Terminal.error("invalid: \(error.message)")
+        }
       }
     }
     if invalid > 0 { throw ExitStatus.invalidPipeline }
+    if unchecked > 0 { throw ExitCode.failure }
   }
 }
 

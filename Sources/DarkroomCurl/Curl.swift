@@ -13,7 +13,7 @@ package enum Curl {
   private static let initialization: Result<Void, PipelineError> = {
     let code = dr_global_init()
     let unopened = String(cString: dr_curl_open_failure())
-    guard unopened.isEmpty else { return .failure(PipelineError(.fetchFailed, unopened)) }
+    guard unopened.isEmpty else { return .failure(PipelineError(.libraryUnavailable, unopened)) }
     guard code == CURLE_OK else {
       return .failure(PipelineError(.fetchFailed, "libcurl failed to initialise: \(String(cString: dr_curl_strerror(code)))"))
     }

@@ -64,6 +64,7 @@ public struct ErrorStatus: Sendable, Equatable {
     .cacheUnavailable: (500, "the image could not be made"),
     .cacheInUse: (500, "the image could not be made"),
     .queueUnavailable: (503, "the server cannot reach its shared store; try again later"),
+    .libraryUnavailable: (500, "the image could not be made"),
     .stageFailed: (500, "the image could not be made"),
     .willFinishFailed: (500, "the image could not be made"),
     .notifyFailed: (500, "the image could not be made"),

@@ -62,6 +62,10 @@ struct LazyLibraryTests {
       executable: Runner.executable, arguments: arguments + [root + "/out2"], environment: trace)
     #expect(second.status == 0, "\(second.stderr.suffix(2000))")
     #expect(!Self.loadsVips(second), "every image of the rerun is a disk hit: libvips must stay closed")
+    // Asking libvips for more threads does not open it either: the threads apply when it starts.
+    let threads = try await Runner.capture(
+      executable: Runner.executable, arguments: arguments + [root + "/out3", "--vips-threads", "2"], environment: trace)
+    #expect(threads.status == 0 && !Self.loadsVips(threads), "\(threads.stderr.suffix(2000))")
     // (The first run loads libcurl with libvips: libvips' HDF5 dependency links it.)
     #expect(!Self.loadsCurl(second), "local files need no libcurl")
     for index in 0..<3 {
@@ -75,6 +79,62 @@ struct LazyLibraryTests {
     #expect(help.status == 0 && !Self.loadsVips(help) && !Self.loadsCurl(help))
     let version = try await Runner.capture(executable: Runner.executable, arguments: ["--version"], environment: trace)
     #expect(version.status == 0 && Self.loadsVips(version) && version.stdout.contains("libvips 8."), "\(version.stdout)")
+    let subcommandVersion = try await Runner.run(["run", "--version"])
+    #expect(subcommandVersion.status == 0 && subcommandVersion.stdout.contains("libvips 8."), "\(subcommandVersion.stdout)")
+  }
+
+  @Test("a run that ends before libvips' start begins exits as it should (the start does not race exit())")
+  func earlyExitBeforeTheStart() async throws {
+    let root = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    try FileManager.default.createDirectory(atPath: root + "/empty", withIntermediateDirectories: true)
+    // "no inputs" ends the run at once while libvips starts on a pool thread: before the exit
+    // hook existed from the start, about 1 run in 40 aborted in GLib (a start begun after exit()
+    // ran the loader's own exit handlers runs GObject's constructor again).
+    let statuses = try await withThrowingTaskGroup(of: [Int32].self) { group in
+      for worker in 0..<2 {
+        group.addTask {
+          var seen: [Int32] = []
+          for _ in 0..<75 {
+            let result = try await Runner.run([
+              "run", "Examples/pipelines/thumbnail.json", root + "/empty", "--output", root + "/out\(worker)",
+            ])
+            seen.append(result.status)
+          }
+          return seen
+        }
+      }
+      return try await group.reduce(into: []) { $0 += $1 }
+    }
+    #expect(statuses.count == 150)
+    #expect(statuses.allSatisfy { $0 == 1 }, "\(statuses.filter { $0 != 1 })")
+  }
+
+  @Test("an overlay's watermark needs libvips as the file loads: without it, exit 1 naming it, not an invalid pipeline")
+  func overlayWithoutVips() async throws {
+    let (root, images, _) = try fixtures()
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let mark = try TestImages.encoded(.png(), width: 16, height: 16, alpha: true)
+    _ = try TestImages.write(mark, named: "mark.png", in: root)
+    let pipeline = root + "/overlay.json"
+    try Data(
+      #"{"version": 1, "stages": [{"stage": "fetch"}, {"stage": "decode"}, {"stage": "overlay", "image": "\#(root)/mark.png"}, {"stage": "encode", "format": "jpeg"}, {"stage": "write", "template": "{name}.jpg"}]}"#
+        .utf8
+    ).write(to: URL(fileURLWithPath: pipeline))
+    let broken = try brokenLibrary("libvips.so.42", in: root)
+    let validate = try await Runner.capture(
+      executable: Runner.executable, arguments: ["validate", pipeline], environment: broken)
+    #expect(validate.status == 1, "\(validate.stderr)")
+    #expect(validate.stderr.contains("cannot check") && validate.stderr.contains("libvips.so.42 could not be loaded"))
+    let run = try await Runner.capture(
+      executable: Runner.executable, arguments: ["run", pipeline, images, "--output", root + "/out"], environment: broken)
+    #expect(run.status == 1 && !run.stderr.contains("invalid pipeline"), "\(run.stderr)")
+    let working = try await Runner.run(["validate", pipeline])
+    #expect(working.status == 0, "\(working.stderr)")
+    let serve = try await Runner.capture(
+      executable: Runner.executable, arguments: ["serve", "--bind", "127.0.0.1:0", "--allow-unsafe", "--root", images],
+      environment: broken)
+    #expect(serve.status == 1 && serve.stderr.contains("libvips.so.42 could not be loaded"), "\(serve.stderr)")
   }
 
   @Test("a libvips that cannot be loaded is a clear error, never a crash")

@@ -1,16 +1,28 @@
 // Opens a shared library on first use and resolves the functions a shim calls (used by CVipsShim
-// for libvips and CCurlShim for libcurl; see Docs/CInterop.md).
+// for libvips and CCurlShim for libcurl; see Docs/CInterop.md), and keeps library starts out of
+// the way of exit().
 #ifndef DARKROOM_CLIBRARYLOADER_H
 #define DARKROOM_CLIBRARYLOADER_H
 
 #include <stddef.h>
 
-// dlopen(3)s `file` as the dynamic loader would have loaded it at start: RTLD_GLOBAL (what the
-// library loads later sees it as if it were linked) and RTLD_LAZY (libraries built without
-// -z now bind their functions on first call: RTLD_NOW cost ~7,000 more lookups, 2-4 ms) and resolves `count` names into `addresses`, from the library and its dependencies.
-// Returns 0; or -1 with `failure` (of `failure_size` bytes) saying which step failed and, after
-// `hint`, what to install. A library whose symbol is missing stays open: it may have started
-// threads or registered types.
+// Starts are serialised by one process-wide (recursive) lock, which exit() takes too: a hook
+// registered with atexit(3) before main() waits there for a start under way on another thread
+// (GLib aborts when the process is torn down while a thread registers libvips' types), then
+// marks the process as exiting. From then on dr_library_enter fails: opening a library after
+// exit() ran the loader's own exit handlers would run the constructors of GLib a second time
+// (an abort). Returns 0 with the lock held (release it with dr_library_leave), or -1 when the
+// process is exiting (the lock is not held).
+int dr_library_enter(void);
+void dr_library_leave(void);
+
+// Under the start lock, dlopen(3)s `file` as the dynamic loader would have loaded it at start:
+// RTLD_GLOBAL (what the library loads later sees it as if it were linked) and RTLD_LAZY
+// (libraries built without -z now bind their functions on first call: RTLD_NOW cost ~7,000 more
+// lookups, 2-4 ms), and resolves `count` names into `addresses`, from the library and its
+// dependencies. Returns 0; or -1 with `failure` (of `failure_size` bytes) saying which step
+// failed and, after `hint`, what to install. A library whose symbol is missing stays open: it
+// may have started threads or registered types.
 int dr_library_resolve(const char *file, const char *hint, const char *const *names, void **addresses, size_t count,
                        char *failure, size_t failure_size);
 

@@ -59,6 +59,9 @@ extension PipelineError {
     /// A job queue's database cannot be reached or used (down, refused the login, its tables
     /// from a newer Darkroom); a worker reconnects with backoff.
     public static let queueUnavailable = Self("queueUnavailable")
+    /// A shared library Darkroom opens on first use (libvips, libcurl) could not be loaded or
+    /// started: the installation is at fault, not the input or the pipeline.
+    public static let libraryUnavailable = Self("libraryUnavailable")
     /// The operation or a stage ran out of time.
     public static let timedOut = Self("timedOut")
     /// The operation was cancelled.

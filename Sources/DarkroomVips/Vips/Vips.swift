@@ -19,14 +19,32 @@ package enum Vips {
     default:
       let reason = String(cString: dr_init_failure())
       return .failure(
-        PipelineError(.processingFailed, reason, cause: LibraryMessage(library: "libvips", text: reason)))
+        PipelineError(.libraryUnavailable, reason, cause: LibraryMessage(library: "libvips", text: reason)))
     }
-    // One thread per image: Darkroom parallelises across images, and with more threads libvips
-    // 8.14's JPEG loader detects damaged data only some of the time (measured: a truncated JPEG
-    // passed strict decoding in 41 % of runs with 2 threads, never with 1).
-    dr_concurrency_set(1)
+    // One thread per image unless asked otherwise (``requestConcurrency(_:)``): Darkroom
+    // parallelises across images, and with more threads libvips 8.14's JPEG loader detects
+    // damaged data only some of the time (measured: a truncated JPEG passed strict decoding in
+    // 41 % of runs with 2 threads, never with 1).
+    concurrency.withLock { state in
+      state.started = true
+      dr_concurrency_set(Int32(state.threads))
+    }
     return .success(())
   }()
+
+  /// The threads asked for, and whether libvips has started (set and read under the lock, so
+  /// that a request and the start never undo each other).
+  private static let concurrency = Protected((threads: 1, started: false))
+
+  /// Sets the threads libvips uses inside one image pipeline: at once when it has started,
+  /// otherwise when it starts, without starting it (a run whose images all come from a cache
+  /// never does).
+  public static func requestConcurrency(_ threads: Int) {
+    concurrency.withLock { state in
+      state.threads = min(max(1, threads), 1024)
+      if state.started { dr_concurrency_set(Int32(state.threads)) }
+    }
+  }
 
   /// Initialises libvips if that has not happened yet. Safe to call from any thread, any number
   /// of times.
@@ -46,7 +64,7 @@ package enum Vips {
   /// Raising it can speed up single huge images but, on libvips 8.14, makes strict decoding of
   /// damaged JPEGs unreliable: some truncated files then decode without an error.
   public static func setConcurrency(_ threads: Int) {
-    dr_concurrency_set(Int32(max(1, threads)))
+    requestConcurrency(threads)
   }
 
   /// Takes the text of libvips' error buffer (and clears it). The buffer is process-wide; call
