@@ -75,3 +75,22 @@ static inline int dr_spawn_close_from(posix_spawn_file_actions_t *actions, int f
   return ENOSYS;
 #endif
 }
+
+#ifdef __linux__
+#include <fcntl.h>
+#endif
+
+/// openat(2) with O_TMPFILE (not exported to Swift without _GNU_SOURCE): an unnamed regular file
+/// in the directory `dirfd`, open for writing, to be linked in with linkat(2). Returns the
+/// descriptor, or -1 with errno set (EOPNOTSUPP, EISDIR or EINVAL where the file system or the
+/// kernel has no unnamed files).
+static inline int dr_open_unnamed(int dirfd, unsigned int mode) {
+#if defined(__linux__) && defined(__O_TMPFILE)
+  return openat(dirfd, ".", __O_TMPFILE | O_DIRECTORY | O_WRONLY | O_CLOEXEC, mode);
+#else
+  (void)dirfd;
+  (void)mode;
+  errno = EOPNOTSUPP;
+  return -1;
+#endif
+}

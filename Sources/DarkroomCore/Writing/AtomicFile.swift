@@ -5,12 +5,14 @@ import Foundation
   import Glibc
 #endif
 
-/// Writes a file so that it appears whole or not at all: the bytes go to a temporary file in the
-/// same directory, which is then renamed over the target (rename is atomic within a directory).
+/// Writes a file so that it appears whole or not at all: the bytes go to an unnamed file in the
+/// same directory (`O_TMPFILE`) that is linked in under its name once written, or, to replace a
+/// file or where the file system has no unnamed files, to a temporary file that is then renamed
+/// over the target (rename is atomic within a directory).
 ///
 /// The file is written *beneath* its output directory: the folders of a relative name are opened
 /// (or created) one at a time from a descriptor of the directory, following no symbolic link, and
-/// the temporary file and the rename use the last folder's descriptor. A folder inside the output
+/// the file and its link or rename use the last folder's descriptor. A folder inside the output
 /// directory that someone replaces with a symlink therefore fails the write instead of sending it
 /// elsewhere. The output directory itself (and the folders above it) is trusted.
 ///
@@ -74,9 +76,12 @@ package enum AtomicFile {
       folder = next
     }
     let path = shown + "/" + last
-    if !overwrite {
-      var status = stat()
-      if fstatat(folder, last, &status, AT_SYMLINK_NOFOLLOW) == 0 { throw posixError("\(path) exists", code: EEXIST) }
+    var status = stat()
+    let exists = fstatat(folder, last, &status, AT_SYMLINK_NOFOLLOW) == 0
+    if exists, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
+    // A new file is linked in whole; one to replace is renamed over (a link cannot replace).
+    if !exists, unnamedFiles.withLock({ $0 }), try writeUnnamed(bytes, in: folder, as: last, overwrite: overwrite, path: path) {
+      return
     }
     // A short temporary name: one built from the target's name would pass the file system's
     // 255-byte limit before the target does.
@@ -99,6 +104,46 @@ package enum AtomicFile {
       unlinkat(folder, temporary, 0)
       throw error
     }
+  }
+
+  /// Whether new files are written unnamed first (``writeUnnamed(_:in:as:overwrite:path:)``);
+  /// tests turn it off to reach the named temporary file on a file system that has both.
+  package static let unnamedFiles = Protected(true)
+
+  /// Writes `bytes` into an unnamed file in `folder` (`O_TMPFILE`) and links it in as `last`
+  /// once whole: one change to the directory instead of two (a named temporary file, then the
+  /// rename), and nothing left behind by a process that dies mid-write. On a journal-less ext4
+  /// after many deletions, creating named files is what costs (Docs/Performance.md, Caches):
+  /// 50 files took 18–22 ms this way against 25–44 ms. Returns false, having left nothing behind,
+  /// where the file system has no unnamed files (NFS, FUSE), where `/proc` is not mounted (the
+  /// link goes through `/proc/self/fd`: linking a descriptor directly needs
+  /// `CAP_DAC_READ_SEARCH`), and where `last` exists and is to be overwritten (a link cannot
+  /// replace a file: the rename does). A `last` that exists without `overwrite` is `EEXIST`.
+  private static func writeUnnamed(
+    _ bytes: ImageBytes, in folder: Int32, as last: String, overwrite: Bool, path: String
+  ) throws -> Bool {
+    let descriptor = dr_open_unnamed(folder, 0o644)
+    guard descriptor >= 0 else { return false }
+    if let failure = bytes.withUnsafeBytes({ DescriptorIO.writeAll(descriptor, $0) }) {
+      close(descriptor)
+      throw posixError("", code: failure)  // the caller names the file
+    }
+    // The link follows the magic link to this very file; `last` itself is never followed: a
+    // symlink (or anything) of that name makes the link fail with EEXIST.
+    guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", folder, last, AT_SYMLINK_FOLLOW) == 0 else {
+      let failure = errno
+      close(descriptor)
+      if failure == EEXIST, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
+      return false
+    }
+    // Where unnamed files exist (local file systems), close reports no write-back error; if it
+    // ever does, the linked file is taken back.
+    if close(descriptor) != 0 {
+      let failure = errno
+      unlinkat(folder, last, 0)
+      throw posixError("", code: failure)
+    }
+    return true
   }
 
   /// The longest file name (one path component) Linux file systems take, in bytes (NAME_MAX).
