@@ -67,4 +67,10 @@ struct AtomicFileTests {
     #expect(throws: NSError.self) { try AtomicFile.write(ImageBytes(Data("x".utf8)), named: "plain/x.jpg", in: root) }
     #expect(try listing(root) == ["plain"])
   }
+
+  @Test("a template with a NUL is refused: the system would end every name there")
+  func nulInTemplate() {
+    #expect(Writer.problems(in: "x\u{0}{name}.jpg").contains { $0.contains("NUL") })
+    #expect(Writer.problems(in: "{name}.jpg").isEmpty)
+  }
 }

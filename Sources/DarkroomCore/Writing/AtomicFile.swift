@@ -119,14 +119,25 @@ package enum AtomicFile {
   /// link goes through `/proc/self/fd`: linking a descriptor directly needs
   /// `CAP_DAC_READ_SEARCH`), and where `last` exists and is to be overwritten (a link cannot
   /// replace a file: the rename does). A `last` that exists without `overwrite` is `EEXIST`.
+  /// After the link the name must be this very file (a `/proc` that is not procfs could link
+  /// another): otherwise that link is taken back and the named path used. A write stopped by
+  /// ``removeTemporaries()`` is never linked in, or is taken back when the stop came during its
+  /// link; only this very file is ever removed.
   private static func writeUnnamed(
     _ bytes: ImageBytes, in folder: Int32, as last: String, overwrite: Bool, path: String
   ) throws -> Bool {
     let descriptor = dr_open_unnamed(folder, 0o644)
     guard descriptor >= 0 else { return false }
+    let number = beginUnnamed()
+    defer { endUnnamed(number) }
     if let failure = bytes.withUnsafeBytes({ DescriptorIO.writeAll(descriptor, $0) }) {
       close(descriptor)
       throw posixError("", code: failure)  // the caller names the file
+    }
+    var written = stat()
+    guard fstat(descriptor, &written) == 0, !isStopped(number) else {
+      close(descriptor)
+      throw posixError("\(path) was not written: the run was stopped", code: ECANCELED, withReason: false)
     }
     // The link follows the magic link to this very file; `last` itself is never followed: a
     // symlink (or anything) of that name makes the link fail with EEXIST.
@@ -136,14 +147,31 @@ package enum AtomicFile {
       if failure == EEXIST, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
       return false
     }
-    // Where unnamed files exist (local file systems), close reports no write-back error; if it
-    // ever does, the linked file is taken back.
-    if close(descriptor) != 0 {
-      let failure = errno
-      unlinkat(folder, last, 0)
-      throw posixError("", code: failure)
+    // The name must now be this file: a /proc that is not procfs (a mount over /proc/self/fd)
+    // could have linked another file in. Then that link is taken back and the named path used.
+    guard namesFile(folder, last, written) else {
+      var linked = stat()
+      if stat("/proc/self/fd/\(descriptor)", &linked) == 0, namesFile(folder, last, linked) { unlinkat(folder, last, 0) }
+      close(descriptor)
+      return false
+    }
+    // A stop during the link takes the file back, as it removes a temporary file before its
+    // rename. Where unnamed files exist (local file systems), close reports no write-back error;
+    // if it ever does, the linked file is taken back too. Only this very file is ever removed.
+    let closed = close(descriptor) == 0 ? 0 : errno
+    if isStopped(number) || closed != 0 {
+      if namesFile(folder, last, written) { unlinkat(folder, last, 0) }
+      if closed != 0 { throw posixError("", code: closed) }
+      throw posixError("\(path) was not written: the run was stopped", code: ECANCELED, withReason: false)
     }
     return true
+  }
+
+  /// Whether `name` in `folder` is the file `status` describes (the same device and inode).
+  private static func namesFile(_ folder: Int32, _ name: String, _ status: stat) -> Bool {
+    var named = stat()
+    return fstatat(folder, name, &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == status.st_dev
+      && named.st_ino == status.st_ino
   }
 
   /// The longest file name (one path component) Linux file systems take, in bytes (NAME_MAX).

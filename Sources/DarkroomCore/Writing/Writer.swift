@@ -78,6 +78,8 @@ public struct Writer: Stage, ContextSensitiveStage {
       problems.append("the template may not contain \"..\": outputs stay inside the output directory")
     }
     if template.isEmpty || template.hasSuffix("/") { problems.append("the template must end with a file name") }
+    // A file name ends at a NUL for the system: the outputs would all be written to its prefix.
+    if template.utf8.contains(0) { problems.append("the template may not contain a NUL character (\\u0000)") }
     let known = ["name", "variant", "pipeline", "width", "height", "format", "ext"]
     var rest = Substring(template)
     while let open = rest.firstIndex(of: "{") {
