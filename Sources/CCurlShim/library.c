@@ -38,10 +38,7 @@ static void dr_curl_load(void) {
 const DrCurlLibrary *dr_curl_open(void) {
   const DrCurlLibrary *table = atomic_load_explicit(&dr_curl_table, memory_order_acquire);
   if (table) return table;
-  /* The start lock first, then the once: every path takes them in that order. */
-  if (dr_library_enter() != 0) return NULL;
-  pthread_once(&dr_curl_once, dr_curl_load);
-  dr_library_leave();
+  if (dr_library_once(&dr_curl_once, dr_curl_load) != 0) return NULL;
   return atomic_load_explicit(&dr_curl_table, memory_order_acquire);
 }
 

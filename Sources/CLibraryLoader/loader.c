@@ -36,6 +36,13 @@ int dr_library_enter(void) {
 
 void dr_library_leave(void) { pthread_mutex_unlock(&dr_start_lock); }
 
+int dr_library_once(pthread_once_t *once, void (*load)(void)) {
+  if (dr_library_enter() != 0) return -1;
+  pthread_once(once, load);
+  dr_library_leave();
+  return 0;
+}
+
 int dr_library_resolve(const char *file, const char *hint, const char *const *names, void **addresses, size_t count,
                        char *failure, size_t failure_size) {
   if (dr_library_enter() != 0) {

@@ -11,7 +11,7 @@ _Atomic(const DrLibrary *) dr_library_table = NULL;
 
 static DrLibrary dr_library_storage;
 static char dr_library_failure[512];
-static pthread_once_t dr_library_once = PTHREAD_ONCE_INIT;
+static pthread_once_t dr_vips_once = PTHREAD_ONCE_INIT;
 
 #define DR_LIBRARY_NAME(symbol) #symbol,
 static const char *const dr_library_names[] = {DR_LIBRARY_SYMBOLS(DR_LIBRARY_NAME)};
@@ -44,10 +44,7 @@ static void dr_library_load(void) {
 const DrLibrary *dr_library_open(void) {
   const DrLibrary *table = atomic_load_explicit(&dr_library_table, memory_order_acquire);
   if (table) return table;
-  /* The start lock first, then the once: every path takes them in that order. */
-  if (dr_library_enter() != 0) return NULL;
-  pthread_once(&dr_library_once, dr_library_load);
-  dr_library_leave();
+  if (dr_library_once(&dr_vips_once, dr_library_load) != 0) return NULL;
   return atomic_load_explicit(&dr_library_table, memory_order_acquire);
 }
 

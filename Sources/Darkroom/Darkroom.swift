@@ -19,8 +19,8 @@ public enum Darkroom {
   /// `vipsConcurrency` sets libvips' threads per image (default 1: Darkroom parallelises across
   /// images).
   public static func bootstrap(vipsConcurrency: Int = 1) throws(PipelineError) {
+    Vips.requestConcurrency(vipsConcurrency)
     try Vips.initialize()
-    Vips.setConcurrency(vipsConcurrency)
   }
 
   /// The built-in stage kinds: `fetch`, `decode`, `crop`, `resize`, `rotate`, `flip`, `grayscale`, `blur`,

@@ -15,7 +15,7 @@ enum PipelineFile {
     do {
       return try PipelineDefinition.loadSet(contentsOf: path, registry: Darkroom.standardRegistry, context: context)
     } catch {
-      let codes = error.issues.isEmpty ? [error.code] : error.issues.map(\.code)
+      let codes = error.codes
       if codes.allSatisfy({ $0 == .cacheInUse }) {
         Terminal.error(
           "error: cannot open a cache: \(error.message); "
@@ -36,4 +36,9 @@ enum PipelineFile {
       throw ExitStatus.invalidPipeline
     }
   }
+}
+
+extension PipelineError {
+  /// The codes of every problem (a file's invalid stages are issues of one error), or the error's own.
+  var codes: [Code] { issues.isEmpty ? [code] : issues.map(\.code) }
 }

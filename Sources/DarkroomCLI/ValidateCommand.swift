@@ -27,7 +27,7 @@ struct ValidateCommand: ParsableCommand {
           print("ok: \(file) (\"\(set.name)\": \(plans.joined(separator: "; ")))")
         }
       } catch {
-        let codes = error.issues.isEmpty ? [error.code] : error.issues.map(\.code)
+        let codes = error.codes
         if codes.contains(.libraryUnavailable) {
           // An overlay's watermark could not be checked: the installation is at fault, not the file.
           unchecked += 1

@@ -4,6 +4,7 @@
 #ifndef DARKROOM_CLIBRARYLOADER_H
 #define DARKROOM_CLIBRARYLOADER_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 // Starts are serialised by one process-wide (recursive) lock, which exit() takes too: a hook
@@ -15,6 +16,11 @@
 // process is exiting (the lock is not held).
 int dr_library_enter(void);
 void dr_library_leave(void);
+
+// Runs `load` once (pthread_once) under the start lock: a library's table is filled this way, so
+// that every path takes the lock first and the once second. Returns 0, or -1 when the process is
+// exiting (`load` did not run).
+int dr_library_once(pthread_once_t *once, void (*load)(void));
 
 // Under the start lock, dlopen(3)s `file` as the dynamic loader would have loaded it at start:
 // RTLD_GLOBAL (what the library loads later sees it as if it were linked) and RTLD_LAZY

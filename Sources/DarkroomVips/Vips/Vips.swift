@@ -36,9 +36,12 @@ package enum Vips {
   /// that a request and the start never undo each other).
   private static let concurrency = Protected((threads: 1, started: false))
 
-  /// Sets the threads libvips uses inside one image pipeline: at once when it has started,
-  /// otherwise when it starts, without starting it (a run whose images all come from a cache
-  /// never does).
+  /// Sets the threads libvips uses inside one image pipeline (`vips_concurrency_set`): at once
+  /// when it has started, otherwise when it starts, without starting it (a run whose images all
+  /// come from a cache never does). Darkroom runs one image per blocking-pool thread, so 1 (the
+  /// default) is best for batches. Raising it can speed up single huge images but, on libvips
+  /// 8.14, makes strict decoding of damaged JPEGs unreliable: some truncated files then decode
+  /// without an error.
   public static func requestConcurrency(_ threads: Int) {
     concurrency.withLock { state in
       state.threads = min(max(1, threads), 1024)
@@ -57,14 +60,6 @@ package enum Vips {
   public static var version: String {
     guard (try? initialize()) != nil else { return "unavailable" }
     return String(cString: dr_version())
-  }
-
-  /// Sets how many threads libvips uses inside one image pipeline (`vips_concurrency_set`).
-  /// Darkroom runs one image per blocking-pool thread, so 1 (the default) is best for batches.
-  /// Raising it can speed up single huge images but, on libvips 8.14, makes strict decoding of
-  /// damaged JPEGs unreliable: some truncated files then decode without an error.
-  public static func setConcurrency(_ threads: Int) {
-    requestConcurrency(threads)
   }
 
   /// Takes the text of libvips' error buffer (and clears it). The buffer is process-wide; call
