@@ -41,9 +41,9 @@
   X(vips_image_write_prepare) X(vips_image_write_to_memory) X(vips_init) X(vips_jpegload_buffer) \
   X(vips_jpegload_source) X(vips_jpegsave_buffer) X(vips_linear) X(vips_multiply) X(vips_object_get_type) \
   X(vips_object_local_array) X(vips_pngload_buffer) X(vips_pngload_source) X(vips_pngsave_buffer) \
-  X(vips_pow_const1) X(vips_premultiply) X(vips_rect_includespoint) X(vips_region_copy) X(vips_region_new) X(vips_region_prepare) \
-  X(vips_replicate) X(vips_resize) X(vips_rot) X(vips_sharpen) X(vips_sink_disc) X(vips_smartcrop) \
-  X(vips_source_custom_new) X(vips_source_get_type) X(vips_tiffload_buffer) X(vips_tiffload_source) \
+  X(vips_pow_const1) X(vips_premultiply) X(vips_reduceh) X(vips_reducev) X(vips_reorder_margin_hint) X(vips_rect_includespoint) X(vips_region_copy) X(vips_region_new) X(vips_region_prepare) \
+  X(vips_replicate) X(vips_resize) X(vips_rot) X(vips_sharpen) X(vips_shrinkh) X(vips_sink_disc) X(vips_smartcrop) \
+  X(vips_source_custom_new) X(vips_source_get_type) X(vips_start_one) X(vips_stop_one) X(vips_tiffload_buffer) X(vips_tiffload_source) \
   X(vips_unpremultiply) X(vips_version) X(vips_version_string) X(vips_webpload_buffer) X(vips_webpsave_buffer) \
   X(vips_xyz) \
   /* libjpeg (libjpeg-turbo, as libvips links it) */ \
@@ -192,17 +192,23 @@ static inline const DrLibrary *dr_library(void) {
 #define vips_pow_const1 (dr_library()->vips_pow_const1)
 #define vips_premultiply (dr_library()->vips_premultiply)
 #define vips_rect_includespoint (dr_library()->vips_rect_includespoint)
+#define vips_reduceh (dr_library()->vips_reduceh)
+#define vips_reducev (dr_library()->vips_reducev)
 #define vips_region_copy (dr_library()->vips_region_copy)
 #define vips_region_new (dr_library()->vips_region_new)
 #define vips_region_prepare (dr_library()->vips_region_prepare)
+#define vips_reorder_margin_hint (dr_library()->vips_reorder_margin_hint)
 #define vips_replicate (dr_library()->vips_replicate)
 #define vips_resize (dr_library()->vips_resize)
 #define vips_rot (dr_library()->vips_rot)
 #define vips_sharpen (dr_library()->vips_sharpen)
+#define vips_shrinkh (dr_library()->vips_shrinkh)
 #define vips_sink_disc (dr_library()->vips_sink_disc)
 #define vips_smartcrop (dr_library()->vips_smartcrop)
 #define vips_source_custom_new (dr_library()->vips_source_custom_new)
 #define vips_source_get_type (dr_library()->vips_source_get_type)
+#define vips_start_one (dr_library()->vips_start_one)
+#define vips_stop_one (dr_library()->vips_stop_one)
 #define vips_tiffload_buffer (dr_library()->vips_tiffload_buffer)
 #define vips_tiffload_source (dr_library()->vips_tiffload_source)
 #define vips_unpremultiply (dr_library()->vips_unpremultiply)

@@ -275,6 +275,25 @@ int dr_gravity(VipsImage *in, VipsCompassDirection direction, int width, int hei
 }
 
 int dr_resize(VipsImage *in, double hscale, double vscale, VipsKernel kernel, VipsImage **out) {
+  /* A reduction on both axes of an image the vectorised reduceh takes: vips_resize's own steps
+   * (reducev, then reduceh, both with its gap of 2), the horizontal one by dr_reduceh. */
+  if (hscale < 1.0 && vscale <= 1.0 && in->Ysize >= 1 && dr_reduceh_takes(in, kernel)) {
+    const double h = VIPS_MAX(hscale, 1.0 / in->Xsize);
+    const double v = VIPS_MAX(vscale, 1.0 / in->Ysize);
+    VipsImage *tall = in;
+    if (v < 1.0) {
+      if (vips_reducev(in, &tall, 1.0 / v, "kernel", kernel, "gap", 2.0, NULL)) return -1;
+    } else {
+      g_object_ref(tall);
+    }
+    int status = h < 1.0 ? dr_reduceh(tall, 1.0 / h, kernel, out) : (g_object_ref(tall), *out = tall, 0);
+    g_object_unref(tall);
+    return status;
+  }
+  return vips_resize(in, out, hscale, "vscale", vscale, "kernel", kernel, NULL);
+}
+
+int dr_resize_vips(VipsImage *in, double hscale, double vscale, VipsKernel kernel, VipsImage **out) {
   return vips_resize(in, out, hscale, "vscale", vscale, "kernel", kernel, NULL);
 }
 

@@ -190,6 +190,29 @@ extension VipsImage {
     }
   }
 
+  /// The image resized through libvips' `vips_resize` alone, without Darkroom's vectorised
+  /// horizontal reduce (for comparison: the two give the same bytes).
+  package func resizedByLibvips(horizontal: Double, vertical: Double, kernel: ResizeKernel) throws(PipelineError)
+    -> VipsImage
+  {
+    try derive("resizing") { dr_resize_vips($0, horizontal, vertical, kernel.vipsKernel, $1) }
+  }
+
+  /// The image reduced horizontally by `shrink` as libvips' `reduceh` does with a gap of 2:
+  /// through Darkroom's vectorised loop where it takes the image, or through libvips' own
+  /// (`libvips`, for comparison).
+  package func reducedHorizontally(by shrink: Double, kernel: ResizeKernel, libvips: Bool = false) throws(PipelineError)
+    -> VipsImage
+  {
+    try derive("reducing") {
+      libvips ? dr_reduceh_vips($0, shrink, kernel.vipsKernel, $1) : dr_reduceh($0, shrink, kernel.vipsKernel, $1)
+    }
+  }
+
+  /// Whether Darkroom's vectorised horizontal reduce takes this image with `kernel` (8-bit, one
+  /// or three bands, a Lanczos kernel, a CPU with SSSE3); otherwise libvips' own runs.
+  package func takesVectorisedReduce(kernel: ResizeKernel) -> Bool { dr_reduceh_takes(pointer, kernel.vipsKernel) != 0 }
+
   /// What one 8-bit step (0…255 colour values) is in this image's samples: 257 for 16-bit, 1/255
   /// for float (scRGB 0…1), 1 for 8-bit.
   var sampleScale: Double {
