@@ -1,5 +1,6 @@
 import ArgumentParser
 import Darkroom
+import Dispatch
 
 #if canImport(Glibc)
   import Glibc
@@ -28,7 +29,15 @@ struct DarkroomCommand: AsyncParsableCommand {
   /// The runner's version (`darkroom --version`): the issue the project's work has reached.
   static let version = "0.17.0"
 
-  static func main() async {
+  /// The process's entry point: the command runs on the cooperative pool while the main thread
+  /// waits for it.
+  ///
+  /// Not an `async` main: Swift parks an async main's thread with `dispatch_main()`, whose
+  /// `pthread_exit()` unwinds the main thread's stack at the start of every command. That loaded
+  /// libgcc_s and read about 1 MB of the executable's unwinding tables (a tenth of case H's peak
+  /// memory above the C loop's, Docs/Performance.md). Nothing in the runner uses the main queue
+  /// or the main actor, which a waiting main thread would never serve.
+  static func main() {
     #if canImport(Glibc)
       // glibc gives every thread that allocates its own heap arena; with the blocking pool, the
       // cooperative pool and libvips' workers that is many half-empty arenas. Two are plenty
@@ -40,8 +49,20 @@ struct DarkroomCommand: AsyncParsableCommand {
         _ = unsafeBitCast(symbol, to: Mallopt.self)(arenaMaxParameter, 2)
       }
     #endif
+    // Before any thread or descriptor exists: a closed standard stream is opened on /dev/null
+    // first, so that no descriptor the threads open lands on 0, 1 or 2.
     Terminal.ignoreBrokenPipes()
     Terminal.openClosedStandardStreams()
+    let finished = DispatchSemaphore(value: 0)
+    Task.detached {
+      await runCommandLine()
+      finished.signal()
+    }
+    finished.wait()
+  }
+
+  /// Parses the command line and runs the command it names.
+  private static func runCommandLine() async {
     // Swift repairs an argument that is not UTF-8 with U+FFFD, which can name another file that
     // exists (`a\xFF.png` would run `a\u{FFFD}.png`): such a command line is refused instead.
     if let bad = Terminal.firstArgumentNotUTF8() {
