@@ -45,7 +45,8 @@ let package = Package(
       pkgConfig: "gobject-2.0",
       providers: [.apt(["libvips-dev"])]
     ),
-    // dlopen and dlsym for the shims below, which open their libraries on first use.
+    // dlopen and dlsym for the shims below, which open their libraries on first use; and the
+    // program's own read-only pages let go after start-up (DarkroomCore's ProgramPages).
     .target(name: "CLibraryLoader"),
     .target(
       name: "CVipsShim", dependencies: ["CVips", "CLibraryLoader"],
@@ -60,7 +61,7 @@ let package = Package(
     .target(
       name: "DarkroomCore",
       dependencies: [
-        "CFileShim", .product(name: "HeapModule", package: "swift-collections"),
+        "CFileShim", "CLibraryLoader", .product(name: "HeapModule", package: "swift-collections"),
         .product(name: "Crypto", package: "swift-crypto"),
       ],
       swiftSettings: strict),

@@ -94,3 +94,4 @@ static inline int dr_open_unnamed(int dirfd, unsigned int mode) {
   return -1;
 #endif
 }
+

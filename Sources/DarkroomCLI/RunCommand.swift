@@ -1,5 +1,6 @@
 import ArgumentParser
 import Darkroom
+import DarkroomCore
 import Foundation
 
 /// `darkroom run PIPELINE INPUT...`: runs a pipeline file over files, folders and URLs.
@@ -187,6 +188,10 @@ struct RunCommand: AsyncParsableCommand {
     // SIGINT and SIGTERM stop the batch in order: nothing new starts, then what is in flight is
     // cancelled; the summary says what was done, failed, cancelled and not started.
     runner.recordsOutputs = self.report != nil
+    // Start-up is over: the code and constants it touched (the command line, the pipeline, the
+    // input list) need not stay resident through the image work, whose peak memory they would
+    // raise (case H, Docs/Performance.md).
+    ProgramPages.release()
     var report = await runner.run(planned.run, signals: signals)
     report.failed += problemCount
     report.skipped = planned.skipped

@@ -32,4 +32,10 @@ int dr_library_once(pthread_once_t *once, void (*load)(void));
 int dr_library_resolve(const char *file, const char *hint, const char *const *names, void **addresses, size_t count,
                        char *failure, size_t failure_size);
 
+// Lets go of the program's resident pages of code and read-only data: madvise(2) MADV_DONTNEED
+// on the executable's read-only PT_LOAD segments (never a writable one), so that the pages its
+// start-up touched stop counting towards its resident memory; the pages later work touches are
+// mapped again from the page cache. Returns the bytes of address range let go (0 off Linux).
+size_t dr_release_program_pages(void);
+
 #endif
