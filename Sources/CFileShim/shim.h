@@ -94,4 +94,3 @@ static inline int dr_open_unnamed(int dirfd, unsigned int mode) {
   return -1;
 #endif
 }
-
