@@ -3,8 +3,10 @@
 #include "CLibraryLoader.h"
 
 #ifdef __linux__
+#include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,9 +30,30 @@ static int dr_program_pages_visit(struct dl_phdr_info *info, size_t size, void *
 }
 #endif
 
+#ifdef __linux__
+/* Whether a debugger (or strace, ltrace) is attached: its breakpoints are written into private
+ * copies of code pages, which MADV_DONTNEED would throw away. From TracerPid in
+ * /proc/self/status; without /proc, no. */
+static int dr_traced(void) {
+  int descriptor = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return 0;
+  char text[4096];
+  ssize_t length = read(descriptor, text, sizeof text - 1);
+  close(descriptor);
+  if (length <= 0) return 0;
+  text[length] = 0;
+  const char *field = strstr(text, "\nTracerPid:");
+  if (!field) return 0;
+  field += strlen("\nTracerPid:");
+  while (*field == ' ' || *field == '\t') field++;
+  return *field != '0';
+}
+#endif
+
 size_t dr_release_program_pages(void) {
   size_t released = 0;
 #ifdef __linux__
+  if (dr_traced()) return 0;
   dl_iterate_phdr(dr_program_pages_visit, &released);
 #endif
   return released;

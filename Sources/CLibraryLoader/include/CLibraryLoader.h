@@ -35,7 +35,9 @@ int dr_library_resolve(const char *file, const char *hint, const char *const *na
 // Lets go of the program's resident pages of code and read-only data: madvise(2) MADV_DONTNEED
 // on the executable's read-only PT_LOAD segments (never a writable one), so that the pages its
 // start-up touched stop counting towards its resident memory; the pages later work touches are
-// mapped again from the page cache. Returns the bytes of address range let go (0 off Linux).
+// mapped again from the page cache. Nothing is let go while a tracer is attached (a debugger's
+// breakpoints live in private copies of code pages). Returns the bytes of address range let go
+// (0 off Linux, or when traced).
 size_t dr_release_program_pages(void);
 
 #endif

@@ -14,8 +14,10 @@ import CLibraryLoader
 package enum ProgramPages {
   /// Lets go of the resident pages of the executable's read-only segments (code, constants,
   /// unwinding tables): `madvise(MADV_DONTNEED)`, never on a writable segment, so nothing is
-  /// lost. Returns the bytes of address range let go (0 where this is not Linux). A debugger's
-  /// breakpoints set before the call are dropped with the pages they were written into.
+  /// lost. Returns the bytes of address range let go (0 where this is not Linux). Nothing is let
+  /// go while a debugger or another tracer is attached (`TracerPid`), whose breakpoints live in
+  /// private copies of code pages; probes placed without attaching (uprobes: `perf probe`,
+  /// bpftrace) are dropped with the pages.
   @discardableResult
   package static func release() -> Int { Int(dr_release_program_pages()) }
 }
