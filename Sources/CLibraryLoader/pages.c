@@ -28,9 +28,7 @@ static int dr_program_pages_visit(struct dl_phdr_info *info, size_t size, void *
   }
   return 1; /* the first object visited is the program itself: stop there */
 }
-#endif
 
-#ifdef __linux__
 /* Whether a debugger (or strace, ltrace) is attached: its breakpoints are written into private
  * copies of code pages, which MADV_DONTNEED would throw away. From TracerPid in
  * /proc/self/status; without /proc, no. */

@@ -286,7 +286,11 @@ int dr_resize(VipsImage *in, double hscale, double vscale, VipsKernel kernel, Vi
     } else {
       g_object_ref(tall);
     }
-    int status = h < 1.0 ? dr_reduceh(tall, 1.0 / h, kernel, out) : (g_object_ref(tall), *out = tall, 0);
+    if (h >= 1.0) { /* a one-pixel-wide image: nothing to reduce across */
+      *out = tall;
+      return 0;
+    }
+    int status = dr_reduceh(tall, 1.0 / h, kernel, out);
     g_object_unref(tall);
     return status;
   }
