@@ -5,6 +5,8 @@
  *   offers 1/2, 1/4 and 1/8) straight into a libvips memory image, from memory or from a file
  *   read with pread(2), on the calling thread. Anything unusual (a warning, an error, a colour
  *   space other than grey, RGB or YCbCr, a kill) declines, and the caller loads with libvips.
+ * - dr_jpeg_load_reduced: the same decode with its rows reduced vertically as they come
+ *   (reducev.c), so that a large decode is never held whole.
  * - dr_jpeg_save_direct: an 8-bit grey or RGB image pulled through its libvips pipeline on the
  *   calling thread, a strip at a time, and compressed with the same libjpeg settings as
  *   vips_jpegsave with `strip` (the bytes are identical), without libvips' thread pool.
@@ -106,25 +108,24 @@ typedef struct {
   DrJpegErrors errors;
   DrJpegFileSource *file;
   VipsImage *out;
+  DrRowReducer *rows; /* dr_jpeg_load_reduced's */
+  JSAMPLE *strip;     /* dr_jpeg_load_reduced's decoded rows, before they are reduced */
 } DrJpegDecode;
 
 static void dr_jpeg_decode_free(DrJpegDecode *decode) {
   jpeg_destroy_decompress(&decode->cinfo);
   g_free(decode->file);
   if (decode->out) g_object_unref(decode->out);
+  dr_rowreduce_free(decode->rows);
+  g_free(decode->strip);
   g_free(decode);
 }
 
-int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
-                        size_t max_bytes, VipsImage **out) {
-  if (eighths < 1 || eighths > 8 || !header || !out || (!buf && fd < 0)) return 1;
-  DrJpegDecode *decode = g_new0(DrJpegDecode, 1);
-  dr_jpeg_errors_init(&decode->errors, 1);
-  decode->cinfo.err = &decode->errors.pub;
-  if (setjmp(decode->errors.jump)) {
-    dr_jpeg_decode_free(decode);
-    return 1;
-  }
+/* Reads the header and sets the decode up at `eighths`/8: longjmps (declines) for anything but
+ * a grey, RGB or YCbCr JPEG that libvips' `header` describes, and for a scaled size libvips
+ * cannot hold. Sets the bands and interpretation of the pixels to come. */
+static void dr_jpeg_begin(DrJpegDecode *decode, const void *buf, size_t len, int fd, size_t file_length, int eighths,
+                          const VipsImage *header, int *bands, VipsInterpretation *interpretation) {
   jpeg_create_decompress(&decode->cinfo);
   if (buf) {
     jpeg_mem_src(&decode->cinfo, (const unsigned char *)buf, (unsigned long)len);
@@ -142,16 +143,14 @@ int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length,
   }
   struct jpeg_decompress_struct *cinfo = &decode->cinfo;
   if (jpeg_read_header(cinfo, TRUE) != JPEG_HEADER_OK) longjmp(decode->errors.jump, 1);
-  int bands;
-  VipsInterpretation interpretation;
   if (cinfo->num_components == 1 && cinfo->jpeg_color_space == JCS_GRAYSCALE) {
     cinfo->out_color_space = JCS_GRAYSCALE;
-    bands = 1;
-    interpretation = VIPS_INTERPRETATION_B_W;
+    *bands = 1;
+    *interpretation = VIPS_INTERPRETATION_B_W;
   } else if (cinfo->num_components == 3 && (cinfo->jpeg_color_space == JCS_YCbCr || cinfo->jpeg_color_space == JCS_RGB)) {
     cinfo->out_color_space = JCS_RGB;
-    bands = 3;
-    interpretation = VIPS_INTERPRETATION_sRGB;
+    *bands = 3;
+    *interpretation = VIPS_INTERPRETATION_sRGB;
   } else {
     longjmp(decode->errors.jump, 1); /* CMYK, YCCK and the rest: libvips' loader */
   }
@@ -162,34 +161,116 @@ int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length,
   cinfo->scale_denom = 8;
   cinfo->dct_method = JDCT_ISLOW;
   jpeg_calc_output_dimensions(cinfo);
-  size_t width = cinfo->output_width, height = cinfo->output_height;
-  if (width == 0 || height == 0 || width > VIPS_MAX_COORD || height > VIPS_MAX_COORD) longjmp(decode->errors.jump, 1);
-  if (width > max_bytes / (size_t)bands || height > max_bytes / (width * (size_t)bands)) longjmp(decode->errors.jump, 1);
+  if (cinfo->output_width == 0 || cinfo->output_height == 0 || cinfo->output_width > VIPS_MAX_COORD ||
+      cinfo->output_height > VIPS_MAX_COORD)
+    longjmp(decode->errors.jump, 1);
+}
 
-  /* A memory image with the header's metadata (EXIF, ICC profile, orientation…) and our size. */
+/* A new memory image `width`×`height` with the header's metadata (EXIF, ICC profile,
+ * orientation…), ready for its rows; longjmps when libvips cannot make it. */
+static void dr_jpeg_make_image(DrJpegDecode *decode, const VipsImage *header, int width, int height, int bands,
+                               VipsInterpretation interpretation) {
   decode->out = vips_image_new_memory();
-  if (vips_image_pipelinev(decode->out, VIPS_DEMAND_STYLE_ANY, header, NULL)) longjmp(decode->errors.jump, 1);
-  vips_image_init_fields(decode->out, (int)width, (int)height, bands, VIPS_FORMAT_UCHAR, VIPS_CODING_NONE,
-                         interpretation, header->Xres, header->Yres);
+  if (vips_image_pipelinev(decode->out, VIPS_DEMAND_STYLE_ANY, (VipsImage *)header, NULL))
+    longjmp(decode->errors.jump, 1);
+  vips_image_init_fields(decode->out, width, height, bands, VIPS_FORMAT_UCHAR, VIPS_CODING_NONE, interpretation,
+                         header->Xres, header->Yres);
   if (vips_image_write_prepare(decode->out)) longjmp(decode->errors.jump, 1);
+}
 
+/* Starts the decompressor and checks that it decodes what jpeg_calc_output_dimensions said. */
+static void dr_jpeg_start(DrJpegDecode *decode, size_t width, size_t height, int bands) {
+  struct jpeg_decompress_struct *cinfo = &decode->cinfo;
   jpeg_start_decompress(cinfo);
   if (cinfo->output_width != width || cinfo->output_height != height || cinfo->output_components != bands)
     longjmp(decode->errors.jump, 1);
+}
+
+/* Hands the image over once every row is in: what follows the last scan is not read (libvips'
+ * loader never reads it either). */
+static void dr_jpeg_finish(DrJpegDecode *decode, VipsImage **out) {
+  jpeg_abort_decompress(&decode->cinfo);
+  *out = decode->out;
+  decode->out = NULL;
+  dr_jpeg_decode_free(decode);
+}
+
+/* Every row into the image. */
+static void dr_jpeg_read_whole(DrJpegDecode *decode, const VipsImage *header) {
+  struct jpeg_decompress_struct *cinfo = &decode->cinfo;
   while (cinfo->output_scanline < cinfo->output_height) {
     JSAMPROW rows[16];
     int count = 0;
     for (; count < 16 && cinfo->output_scanline + (JDIMENSION)count < cinfo->output_height; count++)
       rows[count] = (JSAMPROW)VIPS_IMAGE_ADDR(decode->out, 0, cinfo->output_scanline + (JDIMENSION)count);
     if (jpeg_read_scanlines(cinfo, rows, (JDIMENSION)count) == 0) longjmp(decode->errors.jump, 1);
-    if ((cinfo->output_scanline & 63) < 16 && vips_image_iskilled(header)) longjmp(decode->errors.jump, 1);
+    if ((cinfo->output_scanline & 63) < 16 && vips_image_iskilled((VipsImage *)header)) longjmp(decode->errors.jump, 1);
   }
-  /* Every row is in: what follows the last scan is not read (libvips' loader never reads it either). */
-  jpeg_abort_decompress(cinfo);
-  *out = decode->out;
-  decode->out = NULL;
-  dr_jpeg_decode_free(decode);
+}
+
+/* Every row through the row reduce, which writes the image's rows as it completes them. */
+static void dr_jpeg_read_reducing(DrJpegDecode *decode, const VipsImage *header, size_t row) {
+  struct jpeg_decompress_struct *cinfo = &decode->cinfo;
+  VipsPel *base = VIPS_IMAGE_ADDR(decode->out, 0, 0);
+  const size_t stride = VIPS_IMAGE_SIZEOF_LINE(decode->out);
+  while (cinfo->output_scanline < cinfo->output_height) {
+    JSAMPROW rows[16];
+    for (int i = 0; i < 16; i++) rows[i] = decode->strip + (size_t)i * row;
+    JDIMENSION got = jpeg_read_scanlines(cinfo, rows, 16);
+    if (got == 0) longjmp(decode->errors.jump, 1);
+    for (JDIMENSION i = 0; i < got; i++)
+      if (dr_rowreduce_push(decode->rows, rows[i], base, stride)) longjmp(decode->errors.jump, 1);
+    if ((cinfo->output_scanline & 63) < 16 && vips_image_iskilled((VipsImage *)header)) longjmp(decode->errors.jump, 1);
+  }
+  if (!dr_rowreduce_done(decode->rows)) longjmp(decode->errors.jump, 1);
+}
+
+/* The decode at `eighths`/8: whole when `vscale` is 0, else with its rows reduced by it. */
+static int dr_jpeg_decode(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
+                          double vscale, VipsKernel kernel, size_t max_bytes, VipsImage **out) {
+  if (eighths < 1 || eighths > 8 || !header || !out || (!buf && fd < 0)) return 1;
+  DrJpegDecode *decode = g_new0(DrJpegDecode, 1);
+  dr_jpeg_errors_init(&decode->errors, 1);
+  decode->cinfo.err = &decode->errors.pub;
+  if (setjmp(decode->errors.jump)) {
+    dr_jpeg_decode_free(decode);
+    return 1;
+  }
+  int bands;
+  VipsInterpretation interpretation;
+  dr_jpeg_begin(decode, buf, len, fd, file_length, eighths, header, &bands, &interpretation);
+  /* A row is at most 65,535 pixels (JPEG's own limit): the window of rows held is bounded. */
+  const size_t width = decode->cinfo.output_width, height = decode->cinfo.output_height;
+  const size_t row = width * (size_t)bands;
+  if (row > max_bytes) longjmp(decode->errors.jump, 1);
+  size_t rows = height;
+  if (vscale != 0) {
+    decode->rows = dr_rowreduce_new((int)height, row, vscale, kernel);
+    decode->strip = g_try_malloc(row * 16);
+    if (!decode->rows || !decode->strip) longjmp(decode->errors.jump, 1);
+    rows = (size_t)dr_rowreduce_height(decode->rows);
+  }
+  if (rows > max_bytes / row) longjmp(decode->errors.jump, 1);
+  dr_jpeg_make_image(decode, header, (int)width, (int)rows, bands, interpretation);
+  dr_jpeg_start(decode, width, height, bands);
+  if (decode->rows)
+    dr_jpeg_read_reducing(decode, header, row);
+  else
+    dr_jpeg_read_whole(decode, header);
+  dr_jpeg_finish(decode, out);
   return 0;
+}
+
+int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
+                        size_t max_bytes, VipsImage **out) {
+  return dr_jpeg_decode(buf, len, fd, file_length, eighths, header, 0, VIPS_KERNEL_LANCZOS3, max_bytes, out);
+}
+
+int dr_jpeg_load_reduced(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
+                         double vscale, VipsKernel kernel, size_t max_bytes, VipsImage **out) {
+  /* 0 would ask for the whole decode; dr_rowreduce_new declines what is not a reduction. */
+  if (!(vscale > 0)) return 1;
+  return dr_jpeg_decode(buf, len, fd, file_length, eighths, header, vscale, kernel, max_bytes, out);
 }
 
 /* A destination growing a g_malloc'd buffer, so the caller frees it with g_free like a saver's. */

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <tiffio.h>
 #include <vips/vips.h>
+#include <vips/vector.h>
 
 #define DR_LIBRARY_SYMBOLS(X) \
   /* libvips */ \
@@ -44,7 +45,7 @@
   X(vips_pow_const1) X(vips_premultiply) X(vips_reduceh) X(vips_reducev) X(vips_reorder_margin_hint) X(vips_rect_includespoint) X(vips_region_copy) X(vips_region_new) X(vips_region_prepare) \
   X(vips_replicate) X(vips_resize) X(vips_rot) X(vips_sharpen) X(vips_shrinkh) X(vips_sink_disc) X(vips_smartcrop) \
   X(vips_source_custom_new) X(vips_source_get_type) X(vips_start_one) X(vips_stop_one) X(vips_tiffload_buffer) X(vips_tiffload_source) \
-  X(vips_unpremultiply) X(vips_version) X(vips_version_string) X(vips_webpload_buffer) X(vips_webpsave_buffer) \
+  X(vips_unpremultiply) X(vips_vector_isenabled) X(vips_vector_to_fixed_point) X(vips_version) X(vips_version_string) X(vips_webpload_buffer) X(vips_webpsave_buffer) \
   X(vips_xyz) \
   /* libjpeg (libjpeg-turbo, as libvips links it) */ \
   X(jpeg_CreateCompress) X(jpeg_CreateDecompress) X(jpeg_abort_decompress) X(jpeg_calc_output_dimensions) \
@@ -212,6 +213,8 @@ static inline const DrLibrary *dr_library(void) {
 #define vips_tiffload_buffer (dr_library()->vips_tiffload_buffer)
 #define vips_tiffload_source (dr_library()->vips_tiffload_source)
 #define vips_unpremultiply (dr_library()->vips_unpremultiply)
+#define vips_vector_isenabled (dr_library()->vips_vector_isenabled)
+#define vips_vector_to_fixed_point (dr_library()->vips_vector_to_fixed_point)
 #define vips_version (dr_library()->vips_version)
 #define vips_version_string (dr_library()->vips_version_string)
 #define vips_webpload_buffer (dr_library()->vips_webpload_buffer)

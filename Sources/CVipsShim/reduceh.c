@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "library.h"
+#include "reduce.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -45,40 +46,10 @@ static void dr_reduceh_free(void *data) {
   free(reduce);
 }
 
-/* The taps of an `a`-lobe Lanczos kernel reducing by `shrink` (libvips' vips_reduce_get_points). */
-static int dr_reduceh_points(int a, double shrink) { return 2 * (int)rint(a * shrink) + 1; }
-
-/* The phase (the row of the coefficient tables) of an output pixel at input position `X`, as
- * libvips' reduceh picks it; its first tap is column (int)X. */
-static inline int dr_reduceh_phase(double X) {
-  const int sx = (int)(X * VIPS_TRANSFORM_SCALE * 2);
-  return ((sx & (VIPS_TRANSFORM_SCALE * 2 - 1)) + 1) >> 1;
-}
-
-/* libvips' Lanczos mask (templates.h, calculate_coefficients_lanczos): `x` is the phase. */
-static void dr_lanczos_mask(double *c, int a, double shrink, double x) {
-  const int n = dr_reduceh_points(a, shrink);
-  const double half = x + n / 2.0 - 1;
-  double sum = 0;
-  for (int i = 0; i < n; i++) {
-    const double xp = (i - half) / shrink;
-    double l;
-    if (xp == 0.0)
-      l = 1.0;
-    else if (xp < -a || xp > a)
-      l = 0.0;
-    else
-      l = (double)a * sin(VIPS_PI * xp) * sin(VIPS_PI * xp / (double)a) / (VIPS_PI * VIPS_PI * xp * xp);
-    c[i] = l;
-    sum += l;
-  }
-  for (int i = 0; i < n; i++) c[i] /= sum;
-}
-
 /* The tables for `lobes`-lobe Lanczos at `hshrink`, or NULL when the kernel is too wide or memory
  * runs out. */
 static DrReduceh *dr_reduceh_new(int lobes, double hshrink, double hoffset, int bands) {
-  const int points = dr_reduceh_points(lobes, hshrink);
+  const int points = dr_reduce_points(lobes, hshrink);
   if (points < 1 || points > DR_REDUCEH_MAX_POINTS) return NULL;
   DrReduceh *reduce = calloc(1, sizeof *reduce);
   if (!reduce) return NULL;
@@ -137,7 +108,7 @@ __attribute__((target("ssse3"))) static void dr_reduceh_row3(const DrReduceh *re
   const ptrdiff_t reach = (ptrdiff_t)(groups - 1) * 12 + 16;
   for (int x = 0; x < width; x++, q += 3, X += reduce->hshrink) {
     const int ix = (int)X;
-    const int phase = dr_reduceh_phase(X);
+    const int phase = dr_reduce_phase(X);
     const VipsPel *p = p0 + (ptrdiff_t)ix * 3;
     if (end - p < reach) {
       dr_reduceh_pixel_scalar(reduce, p, reduce->scalar + (size_t)phase * (size_t)reduce->points, q);
@@ -165,7 +136,7 @@ __attribute__((target("ssse3"))) static void dr_reduceh_row1(const DrReduceh *re
   const ptrdiff_t reach = (ptrdiff_t)octets * 8;
   for (int x = 0; x < width; x++, q++, X += reduce->hshrink) {
     const int ix = (int)X;
-    const int phase = dr_reduceh_phase(X);
+    const int phase = dr_reduce_phase(X);
     const VipsPel *p = p0 + ix;
     const int16_t *row = reduce->scalar + (size_t)phase * (size_t)reduce->points;
     if (end - p < reach) {
@@ -255,7 +226,7 @@ int dr_reduceh(VipsImage *in, double hshrink, VipsKernel kernel, VipsImage **out
   const int whole = VIPS_MAX(1, (int)VIPS_FLOOR((double)in->Xsize / width / gap));
   const double residual = hshrink / whole;
   const double extra = (width * hshrink - in->Xsize) / whole;
-  if (residual == 1.0 || dr_reduceh_points(lobes, residual) > DR_REDUCEH_MAX_POINTS)
+  if (residual == 1.0 || dr_reduce_points(lobes, residual) > DR_REDUCEH_MAX_POINTS)
     return dr_reduceh_vips(in, hshrink, kernel, out);
   DrReduceh *reduce = dr_reduceh_new(lobes, residual, (1 + extra) / 2.0 - 1, in->Bands);
   if (!reduce) {

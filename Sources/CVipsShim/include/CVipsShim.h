@@ -146,6 +146,32 @@ int dr_jpegsave_buffer(VipsImage *in, int quality, int progressive, int strip, v
 int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
                         size_t max_bytes, VipsImage **out);
 
+// Decodes as dr_jpeg_load_scaled does, and reduces the rows as libjpeg hands them over by
+// `vscale` (below 1) as dr_resize does with `kernel` (vips_reducev with libvips' gap of 2: the
+// same bytes), into a memory image as wide as the decode and as tall as the reduce makes it. Only
+// a window of the kernel's height is held, never the whole decode (reducev.c). Declines (1) as
+// dr_jpeg_load_scaled does, and for what DrRowReducer declines.
+int dr_jpeg_load_reduced(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
+                         double vscale, VipsKernel kernel, size_t max_bytes, VipsImage **out);
+
+// Reduces rows as they come (reducev.c): the vertical half of dr_resize for an 8-bit image
+// `height` rows tall with `elements` bytes a row, scaled by `vscale` (below 1) with a Lanczos 2 or
+// 3 `kernel`, holding a window of rows. NULL when declined: another kernel, libvips without
+// liborc (it then reduces in C with other rounding), a kernel over 50 points, or no memory.
+typedef struct DrRowReducer DrRowReducer;
+DrRowReducer *dr_rowreduce_new(int height, size_t elements, double vscale, VipsKernel kernel);
+// The rows the reduce makes.
+int dr_rowreduce_height(const DrRowReducer *reducer);
+// Takes the next input row and writes each output row it completes at `out` + row × `stride`
+// (an image of dr_rowreduce_height rows). 0, or -1 when more rows come than `height`.
+int dr_rowreduce_push(DrRowReducer *reducer, const VipsPel *row, VipsPel *out, size_t stride);
+// Whether every output row has been written.
+int dr_rowreduce_done(const DrRowReducer *reducer);
+void dr_rowreduce_free(DrRowReducer *reducer);
+// The reduce over an 8-bit image held in memory, into a new memory image (for comparison with
+// dr_resize). 0, 1 when declined, -1 on failure.
+int dr_reducev_rows(VipsImage *in, double vscale, VipsKernel kernel, VipsImage **out);
+
 // Encodes an 8-bit, 1- or 3-band image as JPEG with vips_jpegsave's settings and `strip` (the
 // same bytes), pulling the pixels through the image's pipeline on the calling thread, 16 rows at
 // a time, instead of through libvips' thread pool. Returns 0 with `*buf` (free with g_free) and

@@ -58,14 +58,39 @@ package enum DirectJPEG {
 
   /// Decodes `input` at `eighths`/8, or `nil` when the direct path declines the file.
   package static func load(_ input: FetchedData, header: VipsImage, eighths: Int) -> VipsImage? {
+    decode(input) { buffer, count, descriptor, length, out in
+      dr_jpeg_load_scaled(buffer, count, descriptor, length, Int32(eighths), header.pointer, maxBytes, out)
+    }
+  }
+
+  /// Decodes `input` at `eighths`/8 with its rows reduced by `vertical` (below 1) as they come,
+  /// as ``VipsImage/resized(horizontal:vertical:kernel:)`` reduces them (the same bytes), or
+  /// `nil` when the direct path declines the file or the kernel.
+  ///
+  /// The image is as wide as the decode and as tall as the reduce makes it: the decode is never
+  /// held whole, only a window of the kernel's height. A 10000×10000 photo fitted to 300×300 is
+  /// decoded at 1/8 into 1,250×300 pixels (1.1 MB) instead of streaming 1,250×1,250 through
+  /// libvips' loader and its line caches.
+  package static func loadReduced(
+    _ input: FetchedData, header: VipsImage, eighths: Int, vertical: Double, kernel: ResizeKernel
+  ) -> VipsImage? {
+    decode(input) { buffer, count, descriptor, length, out in
+      dr_jpeg_load_reduced(
+        buffer, count, descriptor, length, Int32(eighths), header.pointer, vertical, kernel.vipsKernel, maxBytes, out)
+    }
+  }
+
+  /// Runs `decoder` on the file's descriptor when it streams from disk, else on its bytes.
+  private static func decode(
+    _ input: FetchedData,
+    _ decoder: (UnsafeRawPointer?, Int, Int32, Int, UnsafeMutablePointer<UnsafeMutablePointer<CVips.VipsImage>?>) -> Int32
+  ) -> VipsImage? {
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     let status: Int32
     if let descriptor = input.bytes.streamingDescriptor {
-      status = dr_jpeg_load_scaled(nil, 0, descriptor, input.bytes.count, Int32(eighths), header.pointer, maxBytes, &out)
+      status = decoder(nil, 0, descriptor, input.bytes.count, &out)
     } else {
-      status = input.bytes.withUnsafeBytes { bytes in
-        dr_jpeg_load_scaled(bytes.baseAddress, bytes.count, -1, 0, Int32(eighths), header.pointer, maxBytes, &out)
-      }
+      status = input.bytes.withUnsafeBytes { bytes in decoder(bytes.baseAddress, bytes.count, -1, 0, &out) }
     }
     guard status == 0, let out else { return nil }
     return VipsImage(taking: out, keepAlive: [])
@@ -73,6 +98,21 @@ package enum DirectJPEG {
 }
 
 extension VipsImage {
+  /// The image's rows reduced by `vertical` (below 1) one at a time, as
+  /// ``DirectJPEG/loadReduced(_:header:eighths:vertical:kernel:)`` reduces a decode's rows (for
+  /// comparison with ``resized(horizontal:vertical:kernel:)``: the same bytes), or `nil` when the
+  /// row reduce declines (not 8-bit, another kernel, libvips without liborc).
+  package func reducedByRows(vertical: Double, kernel: ResizeKernel) throws(PipelineError) -> VipsImage? {
+    var out: UnsafeMutablePointer<CVips.VipsImage>?
+    let status = dr_reducev_rows(pointer, vertical, kernel.vipsKernel, &out)
+    if status == 1 { return nil }
+    guard status == 0, let out else {
+      let cause = Vips.captureError()
+      throw PipelineError(.processingFailed, "reducing rows failed: \(cause.text)", cause: cause)
+    }
+    return VipsImage(taking: out, keepAlive: [])
+  }
+
   /// The image as JPEG without metadata: through libjpeg on this thread (`direct`, as the
   /// encoder writes it; `nil` when that path declines the image: more than 8 bits or other than
   /// 1 or 3 bands, or libvips running more than one thread an image), or through libvips' own

@@ -85,6 +85,7 @@ package struct ShrinkOnLoadDecoder: Stage {
       cropHeight = rect.height
     }
     let target = resizer.scaledSize(inputWidth: cropWidth, inputHeight: cropHeight)
+    let storedTarget = swaps ? (width: target.height, height: target.width) : target
     let shrink = min(Double(cropWidth) / Double(target.width), Double(cropHeight) / Double(target.height))
     let factor = ShrinkOnLoadDecoder.loadShrink(for: shrink)
     var loaded = header.image
@@ -93,11 +94,18 @@ package struct ShrinkOnLoadDecoder: Stage {
     // The extent the loaded pixels cover, when it is not their count (a direct JPEG decode that
     // kept its partial edge; with a relative crop it never does).
     var extent: (width: Double, height: Double)?
+    // The loaded image's rows are reduced already (a direct JPEG decode reducing as it goes).
+    var rowsReduced = false
     if factor > 1 {
       switch header.format {
       case .jpeg:
         let eighths = DirectJPEG.eighths(width: cropWidth, height: cropHeight, covering: target)
-        if eighths <= 4, let direct = DirectJPEG.load(input, header: header.image, eighths: eighths) {
+        if eighths <= 4, crop == nil,
+          let reduced = reducedDecode(input, header: header.image, eighths: eighths, target: storedTarget)
+        {
+          (loaded, extent, rowsReduced) = (reduced.image, reduced.extent, true)
+          jpegShrink = 8 / eighths
+        } else if eighths <= 4, let direct = DirectJPEG.load(input, header: header.image, eighths: eighths) {
           let prepared = try DirectJPEG.prepared(
             direct, width: fullWidth, height: fullHeight, eighths: eighths, cropping: crop != nil)
           loaded = prepared.image
@@ -135,8 +143,7 @@ package struct ShrinkOnLoadDecoder: Stage {
         .rectangle(inWidth: pixels.width, height: pixels.height)
       if let rect { pixels = try pixels.cropped(x: rect.x, y: rect.y, width: rect.width, height: rect.height) }
     }
-    let storedTarget = swaps ? (width: target.height, height: target.width) : target
-    pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, from: extent, finishing: false)
+    pixels = try resizer.apply(to: pixels, scaledTo: storedTarget, from: extent, rowsReduced: rowsReduced, finishing: false)
     if orientation != 1 {
       // Turning and vertical flips read their input out of order, and the loader reads the file
       // sequentially ("out of order read"): hold the shrunk image in memory first, as
@@ -145,6 +152,34 @@ package struct ShrinkOnLoadDecoder: Stage {
     }
     pixels = try resizer.apply(to: pixels, scaledTo: target)
     return resizer.keepingColours(image, pixels)
+  }
+
+  /// The JPEG decoded at `eighths`/8 with its rows already reduced to `target`'s height (stored
+  /// orientation), and the extent its pixels cover, when the resize that follows would reduce both
+  /// ways from the decode's true extent with a Lanczos kernel; otherwise `nil`.
+  ///
+  /// It gives the bytes the whole decode and the resize would: the scales are the ones
+  /// ``Resizer/apply(to:scaledTo:from:rowsReduced:finishing:)`` takes from the extent (a decode
+  /// keeps its partial last row and column when each side has at least
+  /// ``DirectJPEG/minSideKeepingEdge`` pixels), and the image is not converted between the decode
+  /// and the resize (an embedded colour profile to convert declines).
+  package func reducedDecode(_ input: FetchedData, header: VipsImage, eighths: Int, target: (width: Int, height: Int))
+    -> (image: VipsImage, extent: (width: Double, height: Double))?
+  {
+    let width = header.width
+    let height = header.height
+    // libjpeg's scaled size: each side × M/8, rounded up.
+    guard (min(width, height) * eighths + 7) / 8 >= DirectJPEG.minSideKeepingEdge else { return nil }
+    guard !(decoder.convertToSRGB && header.hasICCProfile) else { return nil }
+    let extent = (width: Double(width * eighths) / 8, height: Double(height * eighths) / 8)
+    let horizontal = Double(target.width) / extent.width
+    let vertical = Double(target.height) / extent.height
+    guard horizontal < 1, vertical < 1 else { return nil }
+    guard
+      let image = DirectJPEG.loadReduced(
+        input, header: header, eighths: eighths, vertical: vertical, kernel: resizer.kernel)
+    else { return nil }
+    return (image, (extent.width, Double(image.height)))
   }
 }
 

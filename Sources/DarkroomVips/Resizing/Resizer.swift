@@ -166,16 +166,19 @@ public struct Resizer: Stage {
   /// this with a target computed from the full-size image, so both paths give the same size, and
   /// with the `extent` the image's pixels really cover when its last row and column are partial
   /// (a JPEG decoded at M/8): the scale is taken from it, and the partial edge cropped off.
+  /// `rowsReduced` says the decoder reduced the rows already (``DirectJPEG/loadReduced``): only
+  /// the columns are left to reduce.
   func apply(
     to image: VipsImage, scaledTo target: (width: Int, height: Int), from extent: (width: Double, height: Double)? = nil,
-    finishing: Bool = true
+    rowsReduced: Bool = false, finishing: Bool = true
   ) throws(PipelineError) -> VipsImage {
     try checkSize(target)
     var result = image
     if result.width != target.width || result.height != target.height {
       let from = extent ?? (Double(result.width), Double(result.height))
       result = try result.resized(
-        horizontal: Double(target.width) / from.width, vertical: Double(target.height) / from.height, kernel: kernel)
+        horizontal: Double(target.width) / from.width, vertical: rowsReduced ? 1 : Double(target.height) / from.height,
+        kernel: kernel)
       if result.width != target.width || result.height != target.height {
         // Guard against a one-pixel rounding difference inside libvips.
         result = try result.placed(inWidth: target.width, height: target.height, gravity: .northwest, background: background)
