@@ -108,6 +108,7 @@ typedef struct {
   DrJpegErrors errors;
   DrJpegFileSource *file;
   VipsImage *out;
+  int killed;         /* the header was killed during the decode (libvips clears the flag) */
   DrRowReducer *rows; /* dr_jpeg_load_reduced's */
   JSAMPLE *strip;     /* dr_jpeg_load_reduced's decoded rows, before they are reduced */
 } DrJpegDecode;
@@ -169,9 +170,9 @@ static void dr_jpeg_begin(DrJpegDecode *decode, const void *buf, size_t len, int
 /* A new memory image `width`×`height` with the header's metadata (EXIF, ICC profile,
  * orientation…), ready for its rows; longjmps when libvips cannot make it. */
 static void dr_jpeg_make_image(DrJpegDecode *decode, const VipsImage *header, int width, int height, int bands,
-                               VipsInterpretation interpretation) {
+                               VipsInterpretation interpretation, VipsDemandStyle demand) {
   decode->out = vips_image_new_memory();
-  if (vips_image_pipelinev(decode->out, VIPS_DEMAND_STYLE_ANY, (VipsImage *)header, NULL))
+  if (vips_image_pipelinev(decode->out, demand, (VipsImage *)header, NULL))
     longjmp(decode->errors.jump, 1);
   vips_image_init_fields(decode->out, width, height, bands, VIPS_FORMAT_UCHAR, VIPS_CODING_NONE, interpretation,
                          header->Xres, header->Yres);
@@ -195,6 +196,16 @@ static void dr_jpeg_finish(DrJpegDecode *decode, VipsImage **out) {
   dr_jpeg_decode_free(decode);
 }
 
+/* Ends the decode once the header is killed, looking every 64 rows. */
+static void dr_jpeg_check_kill(DrJpegDecode *decode, const VipsImage *header) {
+  if ((decode->cinfo.output_scanline & 63) >= 16) return;
+  /* vips_image_iskilled clears the flag it reports: the decode remembers it. */
+  if (vips_image_iskilled((VipsImage *)header)) {
+    decode->killed = 1;
+    longjmp(decode->errors.jump, 1);
+  }
+}
+
 /* Every row into the image. */
 static void dr_jpeg_read_whole(DrJpegDecode *decode, const VipsImage *header) {
   struct jpeg_decompress_struct *cinfo = &decode->cinfo;
@@ -204,7 +215,7 @@ static void dr_jpeg_read_whole(DrJpegDecode *decode, const VipsImage *header) {
     for (; count < 16 && cinfo->output_scanline + (JDIMENSION)count < cinfo->output_height; count++)
       rows[count] = (JSAMPROW)VIPS_IMAGE_ADDR(decode->out, 0, cinfo->output_scanline + (JDIMENSION)count);
     if (jpeg_read_scanlines(cinfo, rows, (JDIMENSION)count) == 0) longjmp(decode->errors.jump, 1);
-    if ((cinfo->output_scanline & 63) < 16 && vips_image_iskilled((VipsImage *)header)) longjmp(decode->errors.jump, 1);
+    dr_jpeg_check_kill(decode, header);
   }
 }
 
@@ -220,12 +231,14 @@ static void dr_jpeg_read_reducing(DrJpegDecode *decode, const VipsImage *header,
     if (got == 0) longjmp(decode->errors.jump, 1);
     for (JDIMENSION i = 0; i < got; i++)
       if (dr_rowreduce_push(decode->rows, rows[i], base, stride)) longjmp(decode->errors.jump, 1);
-    if ((cinfo->output_scanline & 63) < 16 && vips_image_iskilled((VipsImage *)header)) longjmp(decode->errors.jump, 1);
+    dr_jpeg_check_kill(decode, header);
   }
   if (!dr_rowreduce_done(decode->rows)) longjmp(decode->errors.jump, 1);
 }
 
-/* The decode at `eighths`/8: whole when `vscale` is 0, else with its rows reduced by it. */
+/* The decode at `eighths`/8: whole when `vscale` is 0, else with its rows reduced by it. Returns
+ * 0, 1 when declined, or 2 when libjpeg found the file wanting or the image was killed (another
+ * direct decode of it would fail the same way). */
 static int dr_jpeg_decode(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
                           double vscale, VipsKernel kernel, size_t max_bytes, VipsImage **out) {
   if (eighths < 1 || eighths > 8 || !header || !out || (!buf && fd < 0)) return 1;
@@ -233,8 +246,9 @@ static int dr_jpeg_decode(const void *buf, size_t len, int fd, size_t file_lengt
   dr_jpeg_errors_init(&decode->errors, 1);
   decode->cinfo.err = &decode->errors.pub;
   if (setjmp(decode->errors.jump)) {
+    const int failed = decode->errors.message[0] != 0 || decode->killed;
     dr_jpeg_decode_free(decode);
-    return 1;
+    return failed ? 2 : 1;
   }
   int bands;
   VipsInterpretation interpretation;
@@ -244,14 +258,18 @@ static int dr_jpeg_decode(const void *buf, size_t len, int fd, size_t file_lengt
   const size_t row = width * (size_t)bands;
   if (row > max_bytes) longjmp(decode->errors.jump, 1);
   size_t rows = height;
+  VipsDemandStyle demand = VIPS_DEMAND_STYLE_ANY;
   if (vscale != 0) {
+    /* The rows are placed where libvips places them on a sequential image (reducev.c). */
+    if (!vips_image_get_typeof(header, VIPS_META_SEQUENTIAL)) longjmp(decode->errors.jump, 1);
     decode->rows = dr_rowreduce_new((int)height, row, vscale, kernel);
     decode->strip = g_try_malloc(row * 16);
     if (!decode->rows || !decode->strip) longjmp(decode->errors.jump, 1);
     rows = (size_t)dr_rowreduce_height(decode->rows);
+    demand = dr_rowreduce_demand(decode->rows);
   }
   if (rows > max_bytes / row) longjmp(decode->errors.jump, 1);
-  dr_jpeg_make_image(decode, header, (int)width, (int)rows, bands, interpretation);
+  dr_jpeg_make_image(decode, header, (int)width, (int)rows, bands, interpretation, demand);
   dr_jpeg_start(decode, width, height, bands);
   if (decode->rows)
     dr_jpeg_read_reducing(decode, header, row);
@@ -263,7 +281,7 @@ static int dr_jpeg_decode(const void *buf, size_t len, int fd, size_t file_lengt
 
 int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
                         size_t max_bytes, VipsImage **out) {
-  return dr_jpeg_decode(buf, len, fd, file_length, eighths, header, 0, VIPS_KERNEL_LANCZOS3, max_bytes, out);
+  return dr_jpeg_decode(buf, len, fd, file_length, eighths, header, 0, VIPS_KERNEL_LANCZOS3, max_bytes, out) ? 1 : 0;
 }
 
 int dr_jpeg_load_reduced(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,

@@ -36,6 +36,10 @@
  * five-line passes); a wider kernel is computed in C there, and declined here. */
 enum { DR_ROWREDUCE_MAX_POINTS = 50, DR_ROWREDUCE_PHASES = VIPS_TRANSFORM_SCALE + 1 };
 
+/* The rows of the regions libvips' reducev makes for a sequential image: the tile height of the
+ * line cache (vips_sequential) it puts on its output. */
+enum { DR_ROWREDUCE_TILE = 10 };
+
 struct DrRowReducer {
   size_t elements;  /* bytes a row (width × bands) */
   int in_height;    /* rows that come in */
@@ -122,6 +126,14 @@ DrRowReducer *dr_rowreduce_new(int height, size_t elements, double vscale, VipsK
 
 int dr_rowreduce_height(const DrRowReducer *reducer) { return reducer->out_height; }
 
+/* vips_shrinkv asks for small tiles (VIPS_DEMAND_STYLE_SMALLTILE), and the most restrictive
+ * demand of a pipeline is its own: with an integer shrink, libvips' savers then make the image
+ * 128 pixels wide at a time, and the horizontal reduce's positions start at each tile's left
+ * edge. The image the rows go into asks for the same. */
+VipsDemandStyle dr_rowreduce_demand(const DrRowReducer *reducer) {
+  return reducer->whole > 1 ? VIPS_DEMAND_STYLE_SMALLTILE : VIPS_DEMAND_STYLE_ANY;
+}
+
 /* One output row from the `points` rows in `taps`, in liborc's 16-bit arithmetic. */
 static void dr_rowreduce_row(const DrRowReducer *reducer, const VipsPel *const *taps, const int16_t *c, VipsPel *q) {
   const int n = reducer->points;
@@ -153,9 +165,21 @@ static void dr_rowreduce_row(const DrRowReducer *reducer, const VipsPel *const *
   }
 }
 
+/* Where output row `y` sits on the shrunk rows, to the last bit as libvips computes it: reducev
+ * starts each region it makes at (top + 0.5) * vshrink - 0.5 - voffset and adds vshrink a row,
+ * and the line cache libvips puts after it on a sequential image asks for regions of
+ * DR_ROWREDUCE_TILE rows. (Computed afresh, a row whose position lands on a phase boundary can
+ * round to the neighbouring phase: the attack on this change found such rows.) */
+static double dr_rowreduce_position(const DrRowReducer *reducer, int y) {
+  const int top = y - y % DR_ROWREDUCE_TILE;
+  double Y = (top + 0.5) * reducer->vshrink - 0.5 - reducer->voffset;
+  for (int row = top; row < y; row++) Y += reducer->vshrink;
+  return Y;
+}
+
 /* The last shrunk row output row `y` reads. */
 static int dr_rowreduce_reach(const DrRowReducer *reducer, int y) {
-  const double Y = (y + 0.5) * reducer->vshrink - 0.5 - reducer->voffset;
+  const double Y = dr_rowreduce_position(reducer, y);
   const int last = (int)Y + reducer->points - 1 - reducer->top;
   return last < reducer->shrunk - 1 ? last : reducer->shrunk - 1;
 }
@@ -174,7 +198,7 @@ static int dr_rowreduce_emit(DrRowReducer *reducer, VipsPel *out, size_t stride)
       continue;
     }
     if (dr_rowreduce_reach(reducer, y) >= reducer->made) return 0;
-    const double Y = (y + 0.5) * reducer->vshrink - 0.5 - reducer->voffset;
+    const double Y = dr_rowreduce_position(reducer, y);
     const int py = (int)Y;
     const int phase = dr_reduce_phase(Y);
     for (int i = 0; i < reducer->points; i++) {
@@ -222,6 +246,8 @@ int dr_rowreduce_done(const DrRowReducer *reducer) { return reducer->next == red
 
 int dr_reducev_rows(VipsImage *in, double vscale, VipsKernel kernel, VipsImage **out) {
   if (!in || !out || in->BandFmt != VIPS_FORMAT_UCHAR || in->Coding != VIPS_CODING_NONE || in->Xsize < 1) return 1;
+  /* Row positions are libvips' for a sequential image (dr_rowreduce_position). */
+  if (!vips_image_get_typeof(in, VIPS_META_SEQUENTIAL)) return 1;
   VipsImage *source = vips_image_copy_memory(in);
   if (!source) return -1;
   DrRowReducer *reducer = dr_rowreduce_new(source->Ysize, (size_t)source->Xsize * (size_t)source->Bands, vscale, kernel);
@@ -230,7 +256,7 @@ int dr_reducev_rows(VipsImage *in, double vscale, VipsKernel kernel, VipsImage *
     return 1;
   }
   VipsImage *reduced = vips_image_new_memory();
-  int failed = vips_image_pipelinev(reduced, VIPS_DEMAND_STYLE_ANY, source, NULL);
+  int failed = vips_image_pipelinev(reduced, dr_rowreduce_demand(reducer), source, NULL);
   if (!failed) {
     reduced->Ysize = dr_rowreduce_height(reducer);
     failed = vips_image_write_prepare(reduced);

@@ -43,7 +43,7 @@ struct CacheCommand: AsyncParsableCommand {
   }
 
   struct Stats: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Entries and bytes per store.")
+    static let configuration = CommandConfiguration(commandName: "stats", abstract: "Entries and bytes per store.")
     @OptionGroup var selection: Selection
     @Flag(help: "Print JSON.") var json = false
 
@@ -70,7 +70,8 @@ struct CacheCommand: AsyncParsableCommand {
   }
 
   struct Purge: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Remove every cached variant of the given sources.")
+    static let configuration = CommandConfiguration(
+      commandName: "purge", abstract: "Remove every cached variant of the given sources.")
     @OptionGroup var selection: Selection
     @Argument(help: "Sources (paths or URLs, as given to 'darkroom run').") var sources: [String]
 
@@ -89,7 +90,7 @@ struct CacheCommand: AsyncParsableCommand {
 
   struct Clear: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-      abstract: "Remove every entry (on a terminal, after asking; --yes to not ask).")
+      commandName: "clear", abstract: "Remove every entry (on a terminal, after asking; --yes to not ask).")
     @OptionGroup var selection: Selection
     @Flag(name: .shortAndLong, help: "Do not ask first.") var yes = false
 
@@ -119,7 +120,7 @@ struct CacheCommand: AsyncParsableCommand {
 
   struct Sweep: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-      abstract: "Remove files a disk store's index does not know (left by killed processes).")
+      commandName: "sweep", abstract: "Remove files a disk store's index does not know (left by killed processes).")
     @OptionGroup var selection: Selection
 
     func run() async throws {

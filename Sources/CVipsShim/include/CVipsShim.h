@@ -149,8 +149,10 @@ int dr_jpeg_load_scaled(const void *buf, size_t len, int fd, size_t file_length,
 // Decodes as dr_jpeg_load_scaled does, and reduces the rows as libjpeg hands them over by
 // `vscale` (below 1) as dr_resize does with `kernel` (vips_reducev with libvips' gap of 2: the
 // same bytes), into a memory image as wide as the decode and as tall as the reduce makes it. Only
-// a window of the kernel's height is held, never the whole decode (reducev.c). Declines (1) as
-// dr_jpeg_load_scaled does, and for what DrRowReducer declines.
+// a window of the kernel's height is held, never the whole decode (reducev.c). Declines (1) for
+// what DrRowReducer declines, another colour space, a size other than the header's, or a reduced
+// image over `max_bytes`; returns 2 when libjpeg warned or failed (a damaged or short file) or
+// the header was killed: then the whole decode would fail too, and libvips' loader reports it.
 int dr_jpeg_load_reduced(const void *buf, size_t len, int fd, size_t file_length, int eighths, VipsImage *header,
                          double vscale, VipsKernel kernel, size_t max_bytes, VipsImage **out);
 
@@ -162,14 +164,18 @@ typedef struct DrRowReducer DrRowReducer;
 DrRowReducer *dr_rowreduce_new(int height, size_t elements, double vscale, VipsKernel kernel);
 // The rows the reduce makes.
 int dr_rowreduce_height(const DrRowReducer *reducer);
+// The demand style vips_reducev's pipeline would have (small tiles after an integer shrink), for
+// the image the rows go into: libvips' savers then make it in the same pieces.
+VipsDemandStyle dr_rowreduce_demand(const DrRowReducer *reducer);
 // Takes the next input row and writes each output row it completes at `out` + row × `stride`
 // (an image of dr_rowreduce_height rows). 0, or -1 when more rows come than `height`.
 int dr_rowreduce_push(DrRowReducer *reducer, const VipsPel *row, VipsPel *out, size_t stride);
 // Whether every output row has been written.
 int dr_rowreduce_done(const DrRowReducer *reducer);
 void dr_rowreduce_free(DrRowReducer *reducer);
-// The reduce over an 8-bit image held in memory, into a new memory image (for comparison with
-// dr_resize). 0, 1 when declined, -1 on failure.
+// The reduce over an 8-bit image held in memory and marked sequential (as a loader's image is:
+// the rows are placed as libvips places them then), into a new memory image, for comparison
+// with dr_resize. 0, 1 when declined, -1 on failure.
 int dr_reducev_rows(VipsImage *in, double vscale, VipsKernel kernel, VipsImage **out);
 
 // Encodes an 8-bit, 1- or 3-band image as JPEG with vips_jpegsave's settings and `strip` (the

@@ -60,12 +60,27 @@ package enum DirectJPEG {
   package static func load(_ input: FetchedData, header: VipsImage, eighths: Int) -> VipsImage? {
     decode(input) { buffer, count, descriptor, length, out in
       dr_jpeg_load_scaled(buffer, count, descriptor, length, Int32(eighths), header.pointer, maxBytes, out)
+    }.image
+  }
+
+  /// What a direct decode that reduces rows gave.
+  package enum ReducedDecode {
+    case image(VipsImage)
+    /// Not taken (the kernel, the colour space, the size): the whole decode or libvips' loader may
+    /// take the file.
+    case declined
+    /// libjpeg warned or failed (a damaged or short file), or the run was stopped: a whole direct
+    /// decode would fail the same way, and libvips' loader reports what is wrong.
+    case failed
+
+    /// The image, when there is one.
+    package var image: VipsImage? {
+      if case .image(let image) = self { image } else { nil }
     }
   }
 
   /// Decodes `input` at `eighths`/8 with its rows reduced by `vertical` (below 1) as they come,
-  /// as ``VipsImage/resized(horizontal:vertical:kernel:)`` reduces them (the same bytes), or
-  /// `nil` when the direct path declines the file or the kernel.
+  /// as ``VipsImage/resized(horizontal:vertical:kernel:)`` reduces them (the same bytes).
   ///
   /// The image is as wide as the decode and as tall as the reduce makes it: the decode is never
   /// held whole, only a window of the kernel's height. A 10000×10000 photo fitted to 300×300 is
@@ -73,18 +88,21 @@ package enum DirectJPEG {
   /// libvips' loader and its line caches.
   package static func loadReduced(
     _ input: FetchedData, header: VipsImage, eighths: Int, vertical: Double, kernel: ResizeKernel
-  ) -> VipsImage? {
-    decode(input) { buffer, count, descriptor, length, out in
+  ) -> ReducedDecode {
+    let (status, image) = decode(input) { buffer, count, descriptor, length, out in
       dr_jpeg_load_reduced(
         buffer, count, descriptor, length, Int32(eighths), header.pointer, vertical, kernel.vipsKernel, maxBytes, out)
     }
+    if let image { return .image(image) }
+    return status == 2 ? .failed : .declined
   }
 
-  /// Runs `decoder` on the file's descriptor when it streams from disk, else on its bytes.
+  /// Runs `decoder` on the file's descriptor when it streams from disk, else on its bytes: its
+  /// status, and the image when it made one.
   private static func decode(
     _ input: FetchedData,
     _ decoder: (UnsafeRawPointer?, Int, Int32, Int, UnsafeMutablePointer<UnsafeMutablePointer<CVips.VipsImage>?>) -> Int32
-  ) -> VipsImage? {
+  ) -> (status: Int32, image: VipsImage?) {
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     let status: Int32
     if let descriptor = input.bytes.streamingDescriptor {
@@ -92,16 +110,22 @@ package enum DirectJPEG {
     } else {
       status = input.bytes.withUnsafeBytes { bytes in decoder(bytes.baseAddress, bytes.count, -1, 0, &out) }
     }
-    guard status == 0, let out else { return nil }
-    return VipsImage(taking: out, keepAlive: [])
+    guard status == 0, let out else { return (status, nil) }
+    return (status, VipsImage(taking: out, keepAlive: []))
   }
 }
 
 extension VipsImage {
+  /// Marks the image as a loader's sequential one (`vips-sequential`), as the images the row
+  /// reduce stands in for are: libvips then reduces it in regions of ten rows, and
+  /// ``reducedByRows(vertical:kernel:)`` takes it.
+  package func markSequential() { dr_mark(pointer, "vips-sequential") }
+
   /// The image's rows reduced by `vertical` (below 1) one at a time, as
   /// ``DirectJPEG/loadReduced(_:header:eighths:vertical:kernel:)`` reduces a decode's rows (for
   /// comparison with ``resized(horizontal:vertical:kernel:)``: the same bytes), or `nil` when the
-  /// row reduce declines (not 8-bit, another kernel, libvips without liborc).
+  /// row reduce declines (not 8-bit, not marked sequential, another kernel, libvips without
+  /// liborc).
   package func reducedByRows(vertical: Double, kernel: ResizeKernel) throws(PipelineError) -> VipsImage? {
     var out: UnsafeMutablePointer<CVips.VipsImage>?
     let status = dr_reducev_rows(pointer, vertical, kernel.vipsKernel, &out)

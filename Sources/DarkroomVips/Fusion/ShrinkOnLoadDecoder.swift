@@ -37,6 +37,9 @@ package struct ShrinkOnLoadDecoder: Stage {
   /// The pipeline's encoder writes a format that holds one image: an animation's first frame is
   /// the only one decoded.
   public var firstFrameOnly = false
+  /// A JPEG's rows may be reduced as they are decoded (decision 0017); off, the whole decode is
+  /// resized, for comparison: the two give the same bytes.
+  package var reducesRows = true
 
   public init(decoder: ImageDecoder, crop: Cropper?, resizer: Resizer) {
     (self.decoder, self.crop, self.resizer) = (decoder, crop, resizer)
@@ -100,21 +103,8 @@ package struct ShrinkOnLoadDecoder: Stage {
       switch header.format {
       case .jpeg:
         let eighths = DirectJPEG.eighths(width: cropWidth, height: cropHeight, covering: target)
-        if eighths <= 4, crop == nil,
-          let reduced = reducedDecode(input, header: header.image, eighths: eighths, target: storedTarget)
-        {
-          (loaded, extent, rowsReduced) = (reduced.image, reduced.extent, true)
-          jpegShrink = 8 / eighths
-        } else if eighths <= 4, let direct = DirectJPEG.load(input, header: header.image, eighths: eighths) {
-          let prepared = try DirectJPEG.prepared(
-            direct, width: fullWidth, height: fullHeight, eighths: eighths, cropping: crop != nil)
-          loaded = prepared.image
-          extent = crop == nil ? prepared.extent : nil
-          jpegShrink = 8 / eighths
-        } else {
-          jpegShrink = factor
-          loaded = try ImageDecoder.load(.jpeg, from: input.bytes, source: input.source, shrink: factor)
-        }
+        let jpeg = try loadJPEG(input, header: header.image, eighths: eighths, factor: factor, target: storedTarget)
+        (loaded, extent, rowsReduced, jpegShrink) = (jpeg.image, jpeg.extent, jpeg.rowsReduced, jpeg.shrink)
       case .webp:
         scale = 1 / Double(factor)
         loaded = try ImageDecoder.load(.webp, from: input.bytes, source: input.source, scale: scale)
@@ -154,9 +144,34 @@ package struct ShrinkOnLoadDecoder: Stage {
     return resizer.keepingColours(image, pixels)
   }
 
-  /// The JPEG decoded at `eighths`/8 with its rows already reduced to `target`'s height (stored
-  /// orientation), and the extent its pixels cover, when the resize that follows would reduce both
-  /// ways from the decode's true extent with a Lanczos kernel; otherwise `nil`.
+  /// The JPEG loaded for a reduction: decoded straight through libjpeg at `eighths`/8 with its
+  /// rows reduced as they come, or whole, or else by libvips' loader at `factor`. With the image:
+  /// the extent its pixels cover when that is not their count, whether its rows are reduced to
+  /// `target`'s height (stored orientation) already, and the shrink it was loaded at.
+  func loadJPEG(_ input: FetchedData, header: VipsImage, eighths: Int, factor: Int, target: (width: Int, height: Int))
+    throws(PipelineError) -> (image: VipsImage, extent: (width: Double, height: Double)?, rowsReduced: Bool, shrink: Int)
+  {
+    if eighths <= 4 {
+      var failed = false
+      if crop == nil, reducesRows {
+        switch reducedDecode(input, header: header, eighths: eighths, target: target) {
+        case .image(let reduced): return (reduced.image, reduced.extent, true, 8 / eighths)
+        case .failed: failed = true  // the whole decode would fail the same way
+        case .declined: break
+        }
+      }
+      if !failed, let direct = DirectJPEG.load(input, header: header, eighths: eighths) {
+        let prepared = try DirectJPEG.prepared(
+          direct, width: header.width, height: header.height, eighths: eighths, cropping: crop != nil)
+        return (prepared.image, crop == nil ? prepared.extent : nil, false, 8 / eighths)
+      }
+    }
+    return (try ImageDecoder.load(.jpeg, from: input.bytes, source: input.source, shrink: factor), nil, false, factor)
+  }
+
+  /// What decoding the JPEG at `eighths`/8 with its rows reduced to `target`'s height (stored
+  /// orientation) gave: the image and the extent its pixels cover, when the resize that follows
+  /// would reduce both ways from the decode's true extent with a Lanczos kernel.
   ///
   /// It gives the bytes the whole decode and the resize would: the scales are the ones
   /// ``Resizer/apply(to:scaledTo:from:rowsReduced:finishing:)`` takes from the extent (a decode
@@ -164,22 +179,36 @@ package struct ShrinkOnLoadDecoder: Stage {
   /// ``DirectJPEG/minSideKeepingEdge`` pixels), and the image is not converted between the decode
   /// and the resize (an embedded colour profile to convert declines).
   package func reducedDecode(_ input: FetchedData, header: VipsImage, eighths: Int, target: (width: Int, height: Int))
-    -> (image: VipsImage, extent: (width: Double, height: Double))?
+    -> ReducedJPEG
   {
     let width = header.width
     let height = header.height
     // libjpeg's scaled size: each side × M/8, rounded up.
-    guard (min(width, height) * eighths + 7) / 8 >= DirectJPEG.minSideKeepingEdge else { return nil }
-    guard !(decoder.convertToSRGB && header.hasICCProfile) else { return nil }
+    guard (min(width, height) * eighths + 7) / 8 >= DirectJPEG.minSideKeepingEdge else { return .declined }
+    guard !(decoder.convertToSRGB && header.hasICCProfile) else { return .declined }
     let extent = (width: Double(width * eighths) / 8, height: Double(height * eighths) / 8)
     let horizontal = Double(target.width) / extent.width
     let vertical = Double(target.height) / extent.height
-    guard horizontal < 1, vertical < 1 else { return nil }
-    guard
-      let image = DirectJPEG.loadReduced(
-        input, header: header, eighths: eighths, vertical: vertical, kernel: resizer.kernel)
-    else { return nil }
-    return (image, (extent.width, Double(image.height)))
+    guard horizontal < 1, vertical < 1 else { return .declined }
+    switch DirectJPEG.loadReduced(input, header: header, eighths: eighths, vertical: vertical, kernel: resizer.kernel) {
+    case .image(let image): return .image((image, (extent.width, Double(image.height))))
+    case .declined: return .declined
+    case .failed: return .failed
+    }
+  }
+
+  /// What ``reducedDecode(_:header:eighths:target:)`` gave.
+  package enum ReducedJPEG {
+    /// The image, and the extent its pixels cover (its rows: the output's).
+    case image((image: VipsImage, extent: (width: Double, height: Double)))
+    case declined
+    /// The file failed to decode: libvips' loader reports why.
+    case failed
+
+    /// The image and its extent, when there is one.
+    package var decoded: (image: VipsImage, extent: (width: Double, height: Double))? {
+      if case .image(let decoded) = self { decoded } else { nil }
+    }
   }
 }
 
