@@ -220,15 +220,12 @@ int dr_reduceh(VipsImage *in, double hshrink, VipsKernel kernel, VipsImage **out
   const int lobes = kernel == VIPS_KERNEL_LANCZOS3 ? 3 : 2;
   if (!dr_reduceh_takes(in, kernel) || !(hshrink >= 1.0) || !(hshrink <= (double)in->Xsize))
     return dr_reduceh_vips(in, hshrink, kernel, out);
-  const double gap = 2.0;
-  const int width = VIPS_ROUND_UINT((double)in->Xsize / hshrink);
-  if (width <= 0) return dr_reduceh_vips(in, hshrink, kernel, out); /* libvips says why */
-  const int whole = VIPS_MAX(1, (int)VIPS_FLOOR((double)in->Xsize / width / gap));
-  const double residual = hshrink / whole;
-  const double extra = (width * hshrink - in->Xsize) / whole;
-  if (residual == 1.0 || dr_reduce_points(lobes, residual) > DR_REDUCEH_MAX_POINTS)
+  DrReduceGeometry geometry;
+  if (dr_reduce_geometry(in->Xsize, hshrink, &geometry)) return dr_reduceh_vips(in, hshrink, kernel, out); /* libvips says why */
+  const int width = geometry.size, whole = geometry.whole;
+  if (geometry.shrink == 1.0 || dr_reduce_points(lobes, geometry.shrink) > DR_REDUCEH_MAX_POINTS)
     return dr_reduceh_vips(in, hshrink, kernel, out);
-  DrReduceh *reduce = dr_reduceh_new(lobes, residual, (1 + extra) / 2.0 - 1, in->Bands);
+  DrReduceh *reduce = dr_reduceh_new(lobes, geometry.shrink, geometry.offset, in->Bands);
   if (!reduce) {
     vips_error("darkroom", "out of memory for the reduce tables");
     return -1;

@@ -51,9 +51,10 @@ struct DrRowReducer {
   double vshrink;   /* the shrink left after the integer part */
   double voffset;
   int ring_rows;    /* shrunk rows held */
-  int received;     /* input rows in so far */
+  int received;     /* input rows in so far (with the copies that fill the last group) */
   int made;         /* shrunk rows made so far */
   int next;         /* the next output row */
+  double position;  /* where it sits on the shrunk rows (dr_rowreduce_advance) */
   int16_t *coefficients; /* [phase][points], 2.6 fixed point */
   int *sums;        /* one row of sums for the integer shrink */
   VipsPel *ring;    /* ring_rows shrunk rows; row r at r % ring_rows */
@@ -72,20 +73,12 @@ DrRowReducer *dr_rowreduce_new(int height, size_t elements, double vscale, VipsK
   if (kernel != VIPS_KERNEL_LANCZOS3 && kernel != VIPS_KERNEL_LANCZOS2) return NULL;
   if (!(vscale > 0) || !(vscale < 1.0) || !vips_vector_isenabled()) return NULL;
   const int lobes = kernel == VIPS_KERNEL_LANCZOS3 ? 3 : 2;
-  /* dr_resize's clamp, then vips_reducev_build's arithmetic, step by step. */
-  double vshrink = 1.0 / VIPS_MAX(vscale, 1.0 / height);
-  const double rows = (double)height / vshrink;
-  if (!(rows >= 0.5) || !(rows < (double)VIPS_MAX_COORD)) return NULL;
-  const int out_height = VIPS_ROUND_UINT(rows);
-  double extra = out_height * vshrink - height;
-  const double wholes = VIPS_FLOOR((double)height / out_height / 2.0);
-  const int whole = wholes > 1 ? (int)VIPS_MIN(wholes, (double)height) : 1;
-  int shrunk = height;
-  if (whole > 1) {
-    shrunk = (int)VIPS_CEIL((double)height / whole);
-    vshrink /= whole;
-    extra /= whole;
-  }
+  /* dr_resize's clamp (so at least one row comes out), then vips_reducev_build's geometry. */
+  DrReduceGeometry geometry;
+  if (dr_reduce_geometry(height, 1.0 / VIPS_MAX(vscale, 1.0 / height), &geometry)) return NULL;
+  const int whole = geometry.whole;
+  const int shrunk = whole > 1 ? (int)VIPS_CEIL((double)height / whole) : height;
+  const double vshrink = geometry.shrink;
   int points = 0;
   if (vshrink != 1.0) {
     points = dr_reduce_points(lobes, vshrink);
@@ -98,11 +91,12 @@ DrRowReducer *dr_rowreduce_new(int height, size_t elements, double vscale, VipsK
   reducer->whole = whole;
   reducer->shrunk = shrunk;
   /* With the integer shrink doing it all, libvips returns the shrunk image as it is. */
-  reducer->out_height = points ? out_height : shrunk;
+  reducer->out_height = points ? geometry.size : shrunk;
   reducer->points = points;
   reducer->top = points ? (int)VIPS_CEIL(points / 2.0) - 1 : 0;
   reducer->vshrink = vshrink;
-  reducer->voffset = (1 + extra) / 2.0 - 1;
+  reducer->voffset = geometry.offset;
+  reducer->position = 0.5 * vshrink - 0.5 - geometry.offset;
   reducer->ring_rows = points + 2;
   reducer->ring = malloc((size_t)reducer->ring_rows * elements);
   if (whole > 1) reducer->sums = calloc(elements, sizeof(int));
@@ -165,23 +159,17 @@ static void dr_rowreduce_row(const DrRowReducer *reducer, const VipsPel *const *
   }
 }
 
-/* Where output row `y` sits on the shrunk rows, to the last bit as libvips computes it: reducev
- * starts each region it makes at (top + 0.5) * vshrink - 0.5 - voffset and adds vshrink a row,
- * and the line cache libvips puts after it on a sequential image asks for regions of
- * DR_ROWREDUCE_TILE rows. (Computed afresh, a row whose position lands on a phase boundary can
- * round to the neighbouring phase: the attack on this change found such rows.) */
-static double dr_rowreduce_position(const DrRowReducer *reducer, int y) {
-  const int top = y - y % DR_ROWREDUCE_TILE;
-  double Y = (top + 0.5) * reducer->vshrink - 0.5 - reducer->voffset;
-  for (int row = top; row < y; row++) Y += reducer->vshrink;
-  return Y;
-}
-
-/* The last shrunk row output row `y` reads. */
-static int dr_rowreduce_reach(const DrRowReducer *reducer, int y) {
-  const double Y = dr_rowreduce_position(reducer, y);
-  const int last = (int)Y + reducer->points - 1 - reducer->top;
-  return last < reducer->shrunk - 1 ? last : reducer->shrunk - 1;
+/* Moves on to the next output row and its position on the shrunk rows, to the last bit as libvips
+ * computes it: reducev starts each region it makes at (top + 0.5) * vshrink - 0.5 - voffset and
+ * adds vshrink a row, and the line cache libvips puts after it on a sequential image asks for
+ * regions of DR_ROWREDUCE_TILE rows. (Computed afresh, a row whose position lands on a phase
+ * boundary can round to the neighbouring phase: the attack on this change found such rows.) */
+static void dr_rowreduce_advance(DrRowReducer *reducer) {
+  const int y = ++reducer->next;
+  if (y % DR_ROWREDUCE_TILE == 0)
+    reducer->position = (y + 0.5) * reducer->vshrink - 0.5 - reducer->voffset;
+  else
+    reducer->position += reducer->vshrink;
 }
 
 /* Writes every output row whose rows have all been made. -1 when a row it needs has left the
@@ -197,18 +185,18 @@ static int dr_rowreduce_emit(DrRowReducer *reducer, VipsPel *out, size_t stride)
       reducer->next++;
       continue;
     }
-    if (dr_rowreduce_reach(reducer, y) >= reducer->made) return 0;
-    const double Y = dr_rowreduce_position(reducer, y);
-    const int py = (int)Y;
-    const int phase = dr_reduce_phase(Y);
+    const int py = (int)reducer->position;
+    /* The last shrunk row it reads must be made. */
+    if (VIPS_MIN(py + reducer->points - 1 - reducer->top, reducer->shrunk - 1) >= reducer->made) return 0;
     for (int i = 0; i < reducer->points; i++) {
       int row = py + i - reducer->top;
       row = row < 0 ? 0 : row >= reducer->shrunk ? reducer->shrunk - 1 : row;
       if (row < reducer->made - reducer->ring_rows) return -1;
       taps[i] = reducer->ring + (size_t)(row % reducer->ring_rows) * reducer->elements;
     }
+    const int phase = dr_reduce_phase(reducer->position);
     dr_rowreduce_row(reducer, taps, reducer->coefficients + (size_t)phase * (size_t)reducer->points, q);
-    reducer->next++;
+    dr_rowreduce_advance(reducer);
   }
   return 0;
 }
@@ -216,6 +204,7 @@ static int dr_rowreduce_emit(DrRowReducer *reducer, VipsPel *out, size_t stride)
 /* Adds one input row to the integer shrink; a shrunk row is made when its group is complete. */
 static void dr_rowreduce_take(DrRowReducer *reducer, const VipsPel *row) {
   VipsPel *slot = reducer->ring + (size_t)(reducer->made % reducer->ring_rows) * reducer->elements;
+  reducer->received++;
   if (reducer->whole == 1) {
     memcpy(slot, row, reducer->elements);
     reducer->made++;
@@ -223,7 +212,7 @@ static void dr_rowreduce_take(DrRowReducer *reducer, const VipsPel *row) {
   }
   int *sums = reducer->sums;
   for (size_t x = 0; x < reducer->elements; x++) sums[x] += row[x];
-  if (++reducer->received % reducer->whole != 0) return;
+  if (reducer->received % reducer->whole != 0) return;
   const int whole = reducer->whole, half = whole / 2;
   for (size_t x = 0; x < reducer->elements; x++) {
     slot[x] = (VipsPel)((sums[x] + half) / whole);
@@ -233,12 +222,11 @@ static void dr_rowreduce_take(DrRowReducer *reducer, const VipsPel *row) {
 }
 
 int dr_rowreduce_push(DrRowReducer *reducer, const VipsPel *row, VipsPel *out, size_t stride) {
-  if (reducer->whole == 1 ? reducer->made >= reducer->in_height : reducer->received >= reducer->in_height) return -1;
+  if (reducer->received >= reducer->in_height) return -1;
   dr_rowreduce_take(reducer, row);
-  if (reducer->whole > 1 && reducer->received == reducer->in_height) {
-    /* The last group, filled with copies of the last row (shrinkv's embed). */
+  /* The last group, filled with copies of the last row (shrinkv's embed). */
+  if (reducer->received == reducer->in_height)
     while (reducer->received % reducer->whole != 0) dr_rowreduce_take(reducer, row);
-  }
   return dr_rowreduce_emit(reducer, out, stride);
 }
 

@@ -68,7 +68,7 @@ struct RowReduceTests {
       guard horizontal < 1, vertical < 1 else { continue }
       let reference = try whole.resized(horizontal: horizontal, vertical: vertical, kernel: .lanczos3)
       let rows = try #require(
-        DirectJPEG.loadReduced(input, header: header, eighths: eighths, vertical: vertical, kernel: .lanczos3).image)
+        DirectJPEG.loadReduced(input, header: header, eighths: eighths, vertical: vertical, kernel: .lanczos3).decoded)
       #expect(rows.width == whole.width && rows.bands == (grey ? 1 : 3))
       let ours = try rows.resized(horizontal: horizontal, vertical: 1, kernel: .lanczos3)
       try Self.expectSame(ours, reference, "\(width)×\(height) at \(eighths)/8 to \(target)")
@@ -87,18 +87,18 @@ struct RowReduceTests {
     try #require(descriptor >= 0)
     let streamed = FetchedData(source: input.source, bytes: ImageBytes(openFile: descriptor, count: input.bytes.count))
     let fromFile = try #require(
-      DirectJPEG.loadReduced(streamed, header: header, eighths: 2, vertical: 0.4, kernel: .lanczos3).image)
+      DirectJPEG.loadReduced(streamed, header: header, eighths: 2, vertical: 0.4, kernel: .lanczos3).decoded)
     let fromMemory = try #require(
-      DirectJPEG.loadReduced(input, header: header, eighths: 2, vertical: 0.4, kernel: .lanczos3).image)
+      DirectJPEG.loadReduced(input, header: header, eighths: 2, vertical: 0.4, kernel: .lanczos3).decoded)
     try Self.expectSame(fromFile, fromMemory, "pread against memory")
     let cut = FetchedData(source: input.source, bytes: ImageBytes(openFile: dup(descriptor), count: input.bytes.count / 2))
     #expect(Self.outcome(DirectJPEG.loadReduced(cut, header: header, eighths: 2, vertical: 0.4, kernel: .lanczos3)) == "failed")
   }
 
   /// "image", "declined" or "failed".
-  static func outcome(_ decode: DirectJPEG.ReducedDecode) -> String {
+  static func outcome(_ decode: DirectJPEG.Outcome<VipsImage>) -> String {
     switch decode {
-    case .image: "image"
+    case .decoded: "image"
     case .declined: "declined"
     case .failed: "failed"
     }

@@ -46,7 +46,7 @@ package enum DirectJPEG {
   package static func prepared(_ image: VipsImage, width: Int, height: Int, eighths: Int, cropping: Bool) throws(PipelineError)
     -> (image: VipsImage, extent: (width: Double, height: Double))
   {
-    let extent = (width: Double(width * eighths) / 8, height: Double(height * eighths) / 8)
+    let extent = Self.extent(width: width, height: height, eighths: eighths)
     let whole = (width: max(1, width * eighths / 8), height: max(1, height * eighths / 8))
     if !cropping, min(image.width, image.height) >= minSideKeepingEdge { return (image, extent) }
     if image.width == whole.width, image.height == whole.height {
@@ -63,9 +63,10 @@ package enum DirectJPEG {
     }.image
   }
 
-  /// What a direct decode that reduces rows gave.
-  package enum ReducedDecode {
-    case image(VipsImage)
+  /// What a direct decode that reduces rows gave: its `Value` (the image, or the image with what
+  /// the caller knows of it), or why not.
+  package enum Outcome<Value> {
+    case decoded(Value)
     /// Not taken (the kernel, the colour space, the size): the whole decode or libvips' loader may
     /// take the file.
     case declined
@@ -73,10 +74,25 @@ package enum DirectJPEG {
     /// decode would fail the same way, and libvips' loader reports what is wrong.
     case failed
 
-    /// The image, when there is one.
-    package var image: VipsImage? {
-      if case .image(let image) = self { image } else { nil }
+    /// The value, when there is one.
+    package var decoded: Value? {
+      if case .decoded(let value) = self { value } else { nil }
     }
+
+    /// The outcome with `transform` applied to its value.
+    package func map<Other>(_ transform: (Value) -> Other) -> Outcome<Other> {
+      switch self {
+      case .decoded(let value): .decoded(transform(value))
+      case .declined: .declined
+      case .failed: .failed
+      }
+    }
+  }
+
+  /// The extent the pixels of a `width`×`height` JPEG decoded at `eighths`/8 cover: libjpeg rounds
+  /// the scaled size up, so the last row and column stand for less than a pixel.
+  package static func extent(width: Int, height: Int, eighths: Int) -> (width: Double, height: Double) {
+    (Double(width * eighths) / 8, Double(height * eighths) / 8)
   }
 
   /// Decodes `input` at `eighths`/8 with its rows reduced by `vertical` (below 1) as they come,
@@ -88,12 +104,12 @@ package enum DirectJPEG {
   /// libvips' loader and its line caches.
   package static func loadReduced(
     _ input: FetchedData, header: VipsImage, eighths: Int, vertical: Double, kernel: ResizeKernel
-  ) -> ReducedDecode {
+  ) -> Outcome<VipsImage> {
     let (status, image) = decode(input) { buffer, count, descriptor, length, out in
       dr_jpeg_load_reduced(
         buffer, count, descriptor, length, Int32(eighths), header.pointer, vertical, kernel.vipsKernel, maxBytes, out)
     }
-    if let image { return .image(image) }
+    if let image { return .decoded(image) }
     return status == 2 ? .failed : .declined
   }
 

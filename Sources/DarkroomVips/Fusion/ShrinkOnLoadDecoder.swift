@@ -155,7 +155,7 @@ package struct ShrinkOnLoadDecoder: Stage {
       var failed = false
       if crop == nil, reducesRows {
         switch reducedDecode(input, header: header, eighths: eighths, target: target) {
-        case .image(let reduced): return (reduced.image, reduced.extent, true, 8 / eighths)
+        case .decoded(let reduced): return (reduced.image, reduced.extent, true, 8 / eighths)
         case .failed: failed = true  // the whole decode would fail the same way
         case .declined: break
         }
@@ -179,36 +179,20 @@ package struct ShrinkOnLoadDecoder: Stage {
   /// ``DirectJPEG/minSideKeepingEdge`` pixels), and the image is not converted between the decode
   /// and the resize (an embedded colour profile to convert declines).
   package func reducedDecode(_ input: FetchedData, header: VipsImage, eighths: Int, target: (width: Int, height: Int))
-    -> ReducedJPEG
+    -> DirectJPEG.Outcome<(image: VipsImage, extent: (width: Double, height: Double))>
   {
     let width = header.width
     let height = header.height
     // libjpeg's scaled size: each side × M/8, rounded up.
     guard (min(width, height) * eighths + 7) / 8 >= DirectJPEG.minSideKeepingEdge else { return .declined }
     guard !(decoder.convertToSRGB && header.hasICCProfile) else { return .declined }
-    let extent = (width: Double(width * eighths) / 8, height: Double(height * eighths) / 8)
+    let extent = DirectJPEG.extent(width: width, height: height, eighths: eighths)
     let horizontal = Double(target.width) / extent.width
     let vertical = Double(target.height) / extent.height
     guard horizontal < 1, vertical < 1 else { return .declined }
-    switch DirectJPEG.loadReduced(input, header: header, eighths: eighths, vertical: vertical, kernel: resizer.kernel) {
-    case .image(let image): return .image((image, (extent.width, Double(image.height))))
-    case .declined: return .declined
-    case .failed: return .failed
-    }
-  }
-
-  /// What ``reducedDecode(_:header:eighths:target:)`` gave.
-  package enum ReducedJPEG {
-    /// The image, and the extent its pixels cover (its rows: the output's).
-    case image((image: VipsImage, extent: (width: Double, height: Double)))
-    case declined
-    /// The file failed to decode: libvips' loader reports why.
-    case failed
-
-    /// The image and its extent, when there is one.
-    package var decoded: (image: VipsImage, extent: (width: Double, height: Double))? {
-      if case .image(let decoded) = self { decoded } else { nil }
-    }
+    // The rows are the output's already: their extent is their count.
+    return DirectJPEG.loadReduced(input, header: header, eighths: eighths, vertical: vertical, kernel: resizer.kernel)
+      .map { image in (image, (extent.width, Double(image.height))) }
   }
 }
 
