@@ -234,7 +234,7 @@ int dr_rowreduce_done(const DrRowReducer *reducer) { return reducer->next == red
 
 int dr_reducev_rows(VipsImage *in, double vscale, VipsKernel kernel, VipsImage **out) {
   if (!in || !out || in->BandFmt != VIPS_FORMAT_UCHAR || in->Coding != VIPS_CODING_NONE || in->Xsize < 1) return 1;
-  /* Row positions are libvips' for a sequential image (dr_rowreduce_position). */
+  /* Row positions are libvips' for a sequential image (dr_rowreduce_advance). */
   if (!vips_image_get_typeof(in, VIPS_META_SEQUENTIAL)) return 1;
   VipsImage *source = vips_image_copy_memory(in);
   if (!source) return -1;
