@@ -101,7 +101,7 @@ struct InputExpander {
       let path = (folder as NSString).appendingPathComponent(entry.name)
       if entry.isDirectory {
         if recursive, depth < 64 { walk(path, depth: depth + 1, into: &sources, problems: &problems, skipped: &skipped) }
-      } else if InputExpander.imageExtensions.contains((entry.name as NSString).pathExtension.lowercased()) {
+      } else if InputExpander.imageExtensions.contains(PathText.pathExtension(entry.name).lowercased()) {
         sources.append(ImageSource(path: path))
       } else {
         skipped.append(Skipped(path: path, hidden: false))

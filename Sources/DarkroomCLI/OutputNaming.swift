@@ -114,7 +114,7 @@ enum OutputNaming {
   static func extensionOf(_ source: ImageSource) -> String {
     let ext: String
     switch source.location {
-    case .file(let path): ext = (path as NSString).pathExtension
+    case .file(let path): ext = PathText.pathExtension(path)
     case .url(let url): ext = url.pathExtension
     case .malformed: ext = ""
     }

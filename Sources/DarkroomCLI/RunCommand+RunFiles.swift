@@ -31,7 +31,7 @@ extension RunCommand {
     if stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
       throw ValidationError("\(option) \(shown) is a folder: give a file name")
     }
-    let folder = (path as NSString).deletingLastPathComponent
+    let folder = PathText.folder(path)
     let directory = folder.isEmpty ? "." : folder
     guard stat(directory, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
       throw ValidationError("\(option) \(shown): the folder \(Terminal.printable(directory)) does not exist; create it first")

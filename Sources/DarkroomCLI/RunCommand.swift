@@ -190,8 +190,9 @@ struct RunCommand: AsyncParsableCommand {
     runner.recordsOutputs = self.report != nil
     // Start-up is over: the code and constants it touched (the command line, the pipeline, the
     // input list) need not stay resident through the image work, whose peak memory they would
-    // raise (case H, Docs/Performance.md).
-    ProgramPages.release()
+    // raise (case H, Docs/Performance.md). With a cache before libvips starts, the image work
+    // begins at the first miss: a rerun of hits only would fault the code it runs back in.
+    if usesVips, vipsStart == nil { Vips.releaseProgramPagesAtStart() } else { ProgramPages.release() }
     var report = await runner.run(planned.run, signals: signals)
     report.failed += problemCount
     report.skipped = planned.skipped

@@ -237,7 +237,7 @@ extension ImageServer {
       let identity = try await sourceIdentity(source)
       let key = identity.map { CacheKey.make(prefix: "serve-fallback", source: $0, upstream: plan.stages.map(\.cacheIdentifier)) }
       if let key, let hit = await cache?.lookup(key) { return hit }
-      let folder = (image as NSString).deletingLastPathComponent
+      let folder = PathText.folder(image)
       let fallbackFetcher = Fetcher(roots: [folder.isEmpty ? "." : folder], allowedSchemes: ["file"])
       let pipeline = try Pipeline<ImageSource, EncodedImage>(
         StageGraph(name: "fallback", stages: [AnyStage(fallbackFetcher)] + plan.stages))

@@ -98,8 +98,10 @@ final class DiskIndex: Sendable {
     if unlink(path) != 0 && errno == EISDIR { rmdir(path) }
   }
 
-  /// The row for `key`: absent, corrupt (it does not decode) or found.
-  func lookup(_ key: String) throws -> Lookup { try database.read { db in try Self.lookup(db, key) } }
+  /// The row for `key`: absent, corrupt (it does not decode) or found. One statement, so
+  /// SQLite's own read transaction around it is enough: GRDB's (`BEGIN`, `COMMIT`) would triple
+  /// the statements of every hit.
+  func lookup(_ key: String) throws -> Lookup { try database.unsafeRead { db in try Self.lookup(db, key) } }
 
   /// ``lookup(_:)`` on a connection already in use (under the write lock).
   static func lookup(_ db: Database, _ key: String) throws -> Lookup {

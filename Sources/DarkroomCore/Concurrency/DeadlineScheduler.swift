@@ -41,7 +41,12 @@ package final class DeadlineScheduler: @unchecked Sendable {
       nextID += 1
       let id = nextID
       actions[id] = action
-      heap.insert(Entry(deadline: clock.now.advanced(by: delay), id: id))
+      let entry = Entry(deadline: clock.now.advanced(by: delay), id: id)
+      // The thread sleeps until the earliest entry (cancelled ones included) is due: it needs
+      // waking only when this one comes first. Limits of one length, started one after another,
+      // never do, so an operation does not cost the scheduler's thread a wake-up.
+      let comesFirst = heap.min.map { entry < $0 } ?? true
+      heap.insert(entry)
       if !started {
         started = true
         let thread = Thread { [self] in run() }
@@ -49,7 +54,7 @@ package final class DeadlineScheduler: @unchecked Sendable {
         thread.stackSize = 256 << 10
         thread.start()
       }
-      condition.signal()
+      if comesFirst { condition.signal() }
       return Token(id: id)
     }
   }

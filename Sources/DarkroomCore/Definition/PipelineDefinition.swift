@@ -64,7 +64,7 @@ public enum PipelineDefinition {
     guard let text = String(data: data, encoding: .utf8) else {
       throw PipelineError(.invalidDefinition, "\(path) is not UTF-8 text; a pipeline file is JSON", source: path)
     }
-    return (text, ((path as NSString).lastPathComponent as NSString).deletingPathExtension)
+    return (text, PathText.stem(path))
   }
 
   public static func load(

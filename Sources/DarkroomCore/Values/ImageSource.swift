@@ -148,8 +148,33 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   /// so removing it by text could name another file. `~` is a name like any other, as it is to
   /// the fetch.
   package static func absolute(_ path: String) -> String {
+    if isCleanAbsolute(path) { return path }
     let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     return "/" + full.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }.joined(separator: "/")
+  }
+
+  /// Whether `path` is already what ``absolute(_:)`` makes of it: ASCII (so that bytes and
+  /// characters split alike), starting with `/`, with no empty or `.` component. Paths from a
+  /// folder walk are, and skip the split and join (a run asks once per image).
+  static func isCleanAbsolute(_ path: String) -> Bool {
+    var utf8 = path.utf8.makeIterator()
+    guard utf8.next() == UInt8(ascii: "/") else { return false }
+    var length = 0  // of the component read so far
+    var onlyDot = false
+    var sawComponent = false
+    while let byte = utf8.next() {
+      guard byte < 0x80 else { return false }
+      if byte == UInt8(ascii: "/") {
+        guard length > 0, !(length == 1 && onlyDot) else { return false }
+        length = 0
+      } else {
+        onlyDot = length == 0 && byte == UInt8(ascii: ".")
+        length += 1
+        sawComponent = true
+      }
+    }
+    // "/" alone is clean; otherwise the last component must be a real one.
+    return !sawComponent || (length > 0 && !(length == 1 && onlyDot))
   }
 
   /// The source with a local file's path resolved by the file system (`realpath(3)`: symlinks and
@@ -181,17 +206,33 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   private var baseName: String {
     let last: String
     switch location {
-    case .file(let path): last = (path as NSString).lastPathComponent
+    case .file(let path): return ImageSource.cleaned(PathText.stem(path))  // never NSString: see PathText
     case .malformed: last = "image"
     case .url(let url): last = url.lastPathComponent.isEmpty ? (url.host ?? "image") : url.lastPathComponent
     }
-    return ImageSource.cleaned((last as NSString).deletingPathExtension)
+    return ImageSource.cleaned(PathText.stem(last))
   }
 
   /// `stem` with characters other than letters, digits, `-`, `_` and `.` as `_` (`image` when empty).
   static func cleaned(_ stem: String) -> String {
+    // ASCII but CR (CR LF is one character) is one character per byte, and its letters and
+    // digits are the ASCII characters `isLetter` and `isNumber` take.
+    if stem.utf8.allSatisfy({ $0 < 0x80 && $0 != 0x0D }) {
+      guard !stem.isEmpty else { return "image" }
+      return stem.utf8.allSatisfy(isKeptASCII)
+        ? stem : String(decoding: stem.utf8.map { isKeptASCII($0) ? $0 : UInt8(ascii: "_") }, as: UTF8.self)
+    }
     let cleaned = stem.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }
     return cleaned.isEmpty ? "image" : String(cleaned)
+  }
+
+  private static func isKeptASCII(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+      UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+      true
+    default: false
+    }
   }
 
   /// Malformed URL text with anything between `://` and `@` hidden (credentials).

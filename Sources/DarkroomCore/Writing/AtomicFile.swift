@@ -28,8 +28,8 @@ package enum AtomicFile {
   /// Writes `bytes` to `path`, creating missing directories: the last component is written
   /// beneath the folder of `path` (see ``write(_:named:in:overwrite:)``).
   public static func write(_ bytes: ImageBytes, to path: String) throws {
-    let folder = (path as NSString).deletingLastPathComponent
-    try write(bytes, named: (path as NSString).lastPathComponent, in: folder.isEmpty ? "." : folder)
+    let folder = PathText.folder(path)
+    try write(bytes, named: PathText.lastComponent(path), in: folder.isEmpty ? "." : folder)
   }
 
   /// Writes `bytes` to the relative `name` inside `directory`, creating `directory` and the

@@ -25,16 +25,32 @@ package enum Vips {
     // parallelises across images, and with more threads libvips 8.14's JPEG loader detects
     // damaged data only some of the time (measured: a truncated JPEG passed strict decoding in
     // 41 % of runs with 2 threads, never with 1).
-    concurrency.withLock { state in
+    let releasesPages = concurrency.withLock { state in
       state.started = true
       dr_concurrency_set(Int32(state.threads))
+      return state.releasesPages
     }
+    if releasesPages { ProgramPages.release() }
     return .success(())
   }()
 
-  /// The threads asked for, and whether libvips has started (set and read under the lock, so
-  /// that a request and the start never undo each other).
-  private static let concurrency = Protected((threads: 1, started: false))
+  /// The threads asked for, whether libvips has started, and whether its start lets go of the
+  /// program's start-up pages (set and read under the lock, so that a request and the start
+  /// never undo each other).
+  private static let concurrency = Protected((threads: 1, started: false, releasesPages: false))
+
+  /// Lets go of the program's start-up pages (``ProgramPages/release()``) when libvips starts,
+  /// or at once if it has: for a run whose image work begins with the first image that is not
+  /// in a cache. A rerun whose images all come from a cache then never drops the code it is
+  /// running (only to fault it back in, image after image), and a run that decodes keeps its
+  /// peak memory as low as a release before the first image gives.
+  package static func releaseProgramPagesAtStart() {
+    let started = concurrency.withLock { state in
+      state.releasesPages = true
+      return state.started
+    }
+    if started { ProgramPages.release() }
+  }
 
   /// Sets the threads libvips uses inside one image pipeline (`vips_concurrency_set`): at once
   /// when it has started, otherwise when it starts, without starting it (a run whose images all
