@@ -107,7 +107,7 @@ bench: release
 	  --with 'darkroom=$(CURDIR)/.build/release/darkroom run $(CURDIR)/Examples/pipelines/bench-fill.json "$$IN" --output "$$OUT" --quiet'
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_quality.py $(CURDIR)/.build/release/darkroom
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_http.py $(CURDIR)/.build/release/darkroom
-	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_cache.py $(CURDIR)/.build/release/darkroom $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench
+	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_cache.py $(CURDIR)/.build/release/darkroom $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench --rounds 9
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_loader.py $(CURDIR)/$(BENCH_BUILD)/release/darkroom-bench
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_memory.py $(CURDIR)/.build/release/darkroom
 	-DARKROOM_BENCH_DIR=$(BENCH_DIR) python3 scripts/bench_serve.py $(CURDIR)/.build/release/darkroom

@@ -12,14 +12,16 @@ struct ImageSourceNamingTests {
     "/", "/", "//", ".", "..", "a", "b.c", "photo", "-", "_", " ", "%", "\r", "\n", "é", "\u{301}", "Ω", "x.y.z", "~",
   ]
 
-  /// What `absolute` gives by splitting characters.
+  /// What `absolute` gives by splitting the bytes.
   static func referenceAbsolute(_ path: String) -> String {
-    let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-    return "/" + full.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }.joined(separator: "/")
+    let full = Array((path.utf8.first == UInt8(ascii: "/") ? path : FileManager.default.currentDirectoryPath + "/" + path).utf8)
+    let parts = full.split(separator: UInt8(ascii: "/")).filter { $0 != [UInt8(ascii: ".")] }
+    return "/" + parts.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
   }
 
-  /// The components as the character-level split sees them: the same as bytes for paths with
-  /// no combining mark (one after a slash or a dot joins it into another character).
+  /// The components as the character-level split sees them: the same as at slash bytes for paths
+  /// with no combining mark (after a slash it joins it into another character; the examples
+  /// below cover those).
   static func components(_ path: String) -> [String] { path.split(separator: "/").map(String.init) }
 
   /// The extension rule, written out on characters: the last dot, unless it begins the name or
@@ -48,7 +50,7 @@ struct ImageSourceNamingTests {
     return (0..<count).map { _ in (0..<(next() % 8)).map { _ in pieces[next() % pieces.count] }.joined() }
   }
 
-  @Test("absolute paths match the character-level split for 20,000 paths, and clean ones come back as they are")
+  @Test("absolute paths match the split at slash bytes for 20,000 paths, and clean ones come back as they are")
   func absolute() {
     var clean = 0
     for path in Self.paths(count: 20_000) + ["/", "/a", "/a/.", "/./a", "/a/", "/.a/..b", "/\u{301}a", "a/b"] {
@@ -91,12 +93,30 @@ struct ImageSourceNamingTests {
     arguments: [
       ("////é//", "é"), ("a//é.jpg", "é"), ("/in/café.b.jpg", "café.b"), ("dir/ü", "ü"), ("/x/Ω.png/", "Ω"),
       ("/in/€ 1.jpg", "__1"),
-      ("a//\r\nb.jpg", "_b"),
+      ("a//\r\nb.jpg", "_b"), ("a.\u{301}", "a_"), ("..\u{301}", "._"), ("n/\u{301}.webp", "_"),
     ])
   func namesBeyondASCII(_ example: (path: String, name: String)) {
     // ("a//é" as NSString).lastPathComponent traps in Foundation, as does "a//\r\nb"; naming
     // never goes through it.
     #expect(ImageSource(path: example.path).name.utf8.elementsEqual(example.name.utf8))
+  }
+
+  @Test(
+    "a URL's name is its decoded last segment without the extension: encoded slashes stay in it",
+    arguments: [
+      ("https://firebasestorage.googleapis.com/v0/b/app/o/users%2F42%2Favatar.jpg?alt=media", "users_42_avatar"),
+      ("https://proxy.example/unsafe/https%3A%2F%2Fexample.com%2Fphoto.jpg", "https__example.com_photo"),
+      ("http://h/a%2F%2F%0D%0Ab", "a__b"), ("https://example.com/a.b.png", "a.b"), ("https://example.com", "example"),
+      ("https://example.com/", "_"),
+    ])
+  func urlNames(_ example: (url: String, name: String)) {
+    #expect(ImageSource(example.url).name == example.name)
+  }
+
+  @Test("the same file spelled with a slash before a combining mark, or two, is one source")
+  func combiningAfterSlash() {
+    #expect(ImageSource.absolute("/in/n/\u{301}.webp").utf8.elementsEqual(ImageSource.absolute("/in/n//\u{301}.webp").utf8))
+    #expect(ImageSource(path: "/in/n//\u{301}.webp").identity == ImageSource(path: "/in/n/\u{301}.webp").identity)
   }
 
   @Test("a name set by the runner is cleaned the same way")

@@ -41,12 +41,7 @@ package final class DeadlineScheduler: @unchecked Sendable {
       nextID += 1
       let id = nextID
       actions[id] = action
-      let entry = Entry(deadline: clock.now.advanced(by: delay), id: id)
-      // The thread sleeps until the earliest entry (cancelled ones included) is due: it needs
-      // waking only when this one comes first. Limits of one length, started one after another,
-      // never do, so an operation does not cost the scheduler's thread a wake-up.
-      let comesFirst = heap.min.map { entry < $0 } ?? true
-      heap.insert(entry)
+      heap.insert(Entry(deadline: clock.now.advanced(by: delay), id: id))
       if !started {
         started = true
         let thread = Thread { [self] in run() }
@@ -54,7 +49,7 @@ package final class DeadlineScheduler: @unchecked Sendable {
         thread.stackSize = 256 << 10
         thread.start()
       }
-      if comesFirst { condition.signal() }
+      condition.signal()
       return Token(id: id)
     }
   }

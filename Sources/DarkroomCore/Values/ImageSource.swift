@@ -149,13 +149,16 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
   /// the fetch.
   package static func absolute(_ path: String) -> String {
     if isCleanAbsolute(path) { return path }
-    let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-    return "/" + full.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }.joined(separator: "/")
+    let full = path.utf8.first == UInt8(ascii: "/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    // Split on `/` bytes, as the file system and ``name`` do (a slash before a combining mark is
+    // one character, but still a separator).
+    let components = full.utf8.split(separator: UInt8(ascii: "/")).filter { !$0.elementsEqual([UInt8(ascii: ".")]) }
+    return "/" + components.map { String(Substring($0)) }.joined(separator: "/")
   }
 
-  /// Whether `path` is already what ``absolute(_:)`` makes of it: ASCII (so that bytes and
-  /// characters split alike), starting with `/`, with no empty or `.` component. Paths from a
-  /// folder walk are, and skip the split and join (a run asks once per image).
+  /// Whether `path` is already what ``absolute(_:)`` makes of it: starting with `/`, with no
+  /// empty or `.` component. Paths from a folder walk are, and skip the split and join (a run
+  /// asks once per image).
   static func isCleanAbsolute(_ path: String) -> Bool {
     var utf8 = path.utf8.makeIterator()
     guard utf8.next() == UInt8(ascii: "/") else { return false }
@@ -163,7 +166,6 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     var onlyDot = false
     var sawComponent = false
     while let byte = utf8.next() {
-      guard byte < 0x80 else { return false }
       if byte == UInt8(ascii: "/") {
         guard length > 0, !(length == 1 && onlyDot) else { return false }
         length = 0
@@ -210,7 +212,8 @@ public struct ImageSource: Sendable, Hashable, CustomStringConvertible, Pipeline
     case .malformed: last = "image"
     case .url(let url): last = url.lastPathComponent.isEmpty ? (url.host ?? "image") : url.lastPathComponent
     }
-    return ImageSource.cleaned(PathText.stem(last))
+    // The decoded segment may hold slashes (`users%2F42%2Favatar.jpg`): they stay in the name.
+    return ImageSource.cleaned(PathText.deletingExtension(last))
   }
 
   /// `stem` with characters other than letters, digits, `-`, `_` and `.` as `_` (`image` when empty).

@@ -7,7 +7,8 @@
 /// here instead. The results are those of the `NSString` methods wherever those do not trap: a
 /// `/` byte separates components (as it does to the file system, even before a combining mark),
 /// trailing slashes are ignored, and an extension starts at the last dot of the last component
-/// unless that dot begins it (`.profile`) or the component is `..`.
+/// unless that dot begins it (`.profile`) or the component is `..`; a dot with a combining mark
+/// on it is a letter, not a dot, as it is to `NSString`.
 ///
 /// ```swift
 /// PathText.lastComponent("photos/2024/a.jpg")     // "a.jpg"
@@ -37,15 +38,28 @@ package enum PathText {
 
   /// The extension of the last component, without its dot (`""` when it has none).
   package static func pathExtension(_ path: String) -> String {
-    guard let (start, end) = lastComponentBounds(path), let dot = extensionDot(path.utf8[start..<end]) else { return "" }
-    return String(Substring(path.utf8[path.utf8.index(after: dot)..<end]))
+    guard let (start, end) = lastComponentBounds(path) else { return "" }
+    let component = Substring(path.utf8[start..<end])
+    guard let dot = extensionDot(component) else { return "" }
+    return String(component[component.index(after: dot)...])
   }
 
   /// The last component without its extension (`/` for a path of slashes only).
   package static func stem(_ path: String) -> String {
     guard let (start, end) = lastComponentBounds(path) else { return path.isEmpty ? "" : "/" }
-    let component = path.utf8[start..<end]
-    return String(Substring(component[..<(extensionDot(component) ?? end)]))
+    let component = Substring(path.utf8[start..<end])
+    return String(component[..<(extensionDot(component) ?? component.endIndex)])
+  }
+
+  /// The path without the extension of its last component, its folders kept, repeated slashes
+  /// made one and trailing ones dropped (`"a//b/c.jpg/"` → `"a/b/c"`), as `deletingPathExtension`
+  /// gives it. A URL's decoded last segment (`users%2F42%2Favatar.jpg`) is named this way.
+  package static func deletingExtension(_ path: String) -> String {
+    guard let (start, end) = lastComponentBounds(path) else { return path.isEmpty ? "" : "/" }
+    let component = Substring(path.utf8[start..<end])
+    var folder: [UInt8] = []
+    for byte in path.utf8[..<start] where byte != slash || folder.last != slash { folder.append(byte) }
+    return String(decoding: folder, as: UTF8.self) + component[..<(extensionDot(component) ?? component.endIndex)]
   }
 
   /// Where the last component starts and ends (trailing slashes ignored); `nil` when the path
@@ -59,11 +73,11 @@ package enum PathText {
     return (start, end)
   }
 
-  /// The dot that starts the component's extension, if it has one.
-  private static func extensionDot(_ component: Substring.UTF8View) -> String.Index? {
-    guard component.count > 1, let dot = component.lastIndex(of: UInt8(ascii: ".")), dot != component.startIndex,
-      !(component.count == 2 && component.first == UInt8(ascii: "."))
-    else { return nil }
+  /// The dot that starts the component's extension, if it has one: its last character `.`
+  /// (a dot with a combining mark is another character), unless that begins the component or
+  /// the component is `..`.
+  private static func extensionDot(_ component: Substring) -> String.Index? {
+    guard let dot = component.lastIndex(of: "."), dot != component.startIndex, component != ".." else { return nil }
     return dot
   }
 }
