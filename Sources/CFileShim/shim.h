@@ -94,3 +94,18 @@ static inline int dr_open_unnamed(int dirfd, unsigned int mode) {
   return -1;
 #endif
 }
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+/// Names the calling thread for the kernel (`ps`, `perf`, /proc/self/task/N/comm): at most 15
+/// bytes are kept. prctl(2) is variadic, so Swift cannot call it. Returns 0, or -1 with errno.
+static inline int dr_name_this_thread(const char *name) {
+#ifdef __linux__
+  return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+#else
+  (void)name;
+  return 0;
+#endif
+}

@@ -1,3 +1,4 @@
+import CFileShim
 import Foundation
 
 /// A bounded pool of dedicated threads for blocking work: libvips evaluation, file I/O, C calls.
@@ -36,8 +37,15 @@ package final class BlockingPool: @unchecked Sendable {
   public init(threads: Int, name: String = "darkroom.blocking") {
     threadCount = max(1, threads)
     for index in 0..<threadCount {
-      let thread = Thread { self.workerLoop() }
-      thread.name = "\(name).\(index)"
+      let threadName = "\(name).\(index)"
+      let thread = Thread {
+        // Named from inside, for the kernel (`ps`, `perf`, /proc): Foundation keeps the name
+        // to itself on Linux, where the thread shows its creator's name instead. The kernel
+        // keeps 15 bytes.
+        _ = dr_name_this_thread(threadName)
+        self.workerLoop()
+      }
+      thread.name = threadName
       thread.stackSize = 8 << 20
       thread.start()
     }
