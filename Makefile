@@ -58,6 +58,11 @@ demo: build
 ## two runs: the tests on PostgreSQL on their own after the rest. In one run, the image tests kept
 ## the test process's two cooperative threads busy for seconds at a time, and the queue calls the
 ## database tests make from that process missed their 15-second limit (CI, 2026-11-27).
+## Swift Testing starts the ~500 tests of a run together on those two threads, so a test that
+## awaits a few hundred times lasts about as long as the whole run (80-120 s here): the suites'
+## time limits (3 minutes or more) are there to end a hang, not to time a test, and a test's long
+## synchronous work (libvips computations, thousands of file writes) runs on a thread of its own
+## (`onOwnThread`, DarkroomTesting), or its neighbours miss their limits (2026-11-28).
 DB_TESTS = DarkroomPostgresTests|QueueWorkerTests|QueueWorkerAttackTests|QueueNetworkTests|QueueCommandTests|ServeSharedCacheTests
 test: deps
 	$(SWIFT) build --build-tests

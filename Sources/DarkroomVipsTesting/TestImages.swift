@@ -9,17 +9,29 @@ import Foundation
 /// ```
 public enum TestImages {
   /// Pixels of a smooth gradient: red grows left to right, green top to bottom, blue constant.
+  ///
+  /// Made a row at a time through buffer pointers: tests build images of millions of pixels in
+  /// debug builds, where indexing an array pixel by pixel takes seconds.
   public static func gradientPixels(width: Int, height: Int, bands: Int = 3) -> [UInt8] {
-    var pixels = [UInt8](repeating: 0, count: width * height * bands)
-    for y in 0..<height {
+    let rowBytes = width * bands
+    var row = [UInt8](repeating: 0, count: rowBytes)
+    row.withUnsafeMutableBufferPointer { row in
       for x in 0..<width {
-        let offset = (y * width + x) * bands
-        pixels[offset] = UInt8(x * 255 / max(1, width - 1))
-        if bands >= 3 {
-          pixels[offset + 1] = UInt8(y * 255 / max(1, height - 1))
-          pixels[offset + 2] = 96
-        }
-        if bands == 2 || bands == 4 { pixels[offset + bands - 1] = 255 }
+        let offset = x * bands
+        row[offset] = UInt8(x * 255 / max(1, width - 1))
+        if bands >= 3 { row[offset + 2] = 96 }
+        if bands == 2 || bands == 4 { row[offset + bands - 1] = 255 }
+      }
+    }
+    var pixels: [UInt8] = []
+    pixels.reserveCapacity(rowBytes * height)
+    for y in 0..<height {
+      let start = pixels.count
+      pixels.append(contentsOf: row)
+      guard bands >= 3 else { continue }
+      let green = UInt8(y * 255 / max(1, height - 1))
+      pixels.withUnsafeMutableBufferPointer { pixels in
+        for offset in stride(from: start + 1, to: start + rowBytes, by: bands) { pixels[offset] = green }
       }
     }
     return pixels
@@ -28,20 +40,17 @@ public enum TestImages {
   /// Pixels in four solid quadrants — red top-left, green top-right, blue bottom-left, white
   /// bottom-right — so crops, fills and orientations can be checked by colour.
   public static func quadrantPixels(width: Int, height: Int) -> [UInt8] {
-    var pixels = [UInt8](repeating: 0, count: width * height * 3)
-    for y in 0..<height {
-      for x in 0..<width {
-        let colour: [UInt8]
-        switch (x < width / 2, y < height / 2) {
-        case (true, true): colour = Quadrant.red
-        case (false, true): colour = Quadrant.green
-        case (true, false): colour = Quadrant.blue
-        case (false, false): colour = Quadrant.white
-        }
-        let offset = (y * width + x) * 3
-        pixels[offset..<offset + 3] = colour[0..<3]
-      }
+    func row(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] {
+      var row: [UInt8] = []
+      row.reserveCapacity(width * 3)
+      for x in 0..<width { row.append(contentsOf: x < width / 2 ? left : right) }
+      return row
     }
+    let top = row(Quadrant.red, Quadrant.green)
+    let bottom = row(Quadrant.blue, Quadrant.white)
+    var pixels: [UInt8] = []
+    pixels.reserveCapacity(width * height * 3)
+    for y in 0..<height { pixels.append(contentsOf: y < height / 2 ? top : bottom) }
     return pixels
   }
 

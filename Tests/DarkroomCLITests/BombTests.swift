@@ -124,7 +124,7 @@ enum HostileHeaders {
   }
 }
 
-@Suite("Image bombs", .serialized, .timeLimit(.minutes(2)))
+@Suite("Image bombs", .serialized, .timeLimit(.minutes(4)))
 struct BombTests {
   /// True when this build (and so the runner beside it) runs under AddressSanitizer or
   /// ThreadSanitizer.

@@ -196,7 +196,7 @@ struct DiskCacheProcessTests {
 
   @Test(
     "a run over a cache whose entries are FIFOs or symlinks and whose index names files outside finishes at once, with the same outputs",
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(3)))
   func hostileCacheRun() async throws {
     let (root, images, pipeline) = try fixtures(count: 4, size: 100)
     defer { try? FileManager.default.removeItem(atPath: root) }

@@ -42,7 +42,7 @@ enum MountNamespace {
 }
 
 @Suite(
-  "Disk faults: full and read-only file systems", .serialized, .timeLimit(.minutes(2)),
+  "Disk faults: full and read-only file systems", .serialized, .timeLimit(.minutes(4)),
   .enabled(if: MountNamespace.available, "needs mount namespaces (root or user namespaces) to mount a small tmpfs"))
 struct DiskFaultTests {
   /// fetch → decode → 400×400 PNG → disk cache in `directory` (PNG: large enough to fill 300 KB).

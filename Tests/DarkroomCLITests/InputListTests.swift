@@ -12,7 +12,10 @@ struct InputListTests {
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let list = folder + "/list.txt"
     func listed(_ lines: [Data]) async throws -> Runner.Result {
-      try Data(lines.joined()).write(to: URL(fileURLWithPath: list))
+      // Appended, not `Data(lines.joined())`: that copies byte by byte, seconds for 60 MB in a debug build.
+      var contents = Data()
+      for line in lines { contents.append(line) }
+      try contents.write(to: URL(fileURLWithPath: list))
       return try await Runner.run(["run", Self.pipeline, "--input-list", list, "--output", folder + "/out"])
     }
     let image = Data("Examples/images/rings.png\n".utf8)

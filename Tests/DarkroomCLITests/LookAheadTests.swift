@@ -3,7 +3,7 @@ import Testing
 
 /// How many operations `darkroom run` has in flight at once, read from its `--events jsonl`
 /// stream: `started` opens one, a terminal event closes it.
-@Suite("darkroom run's look-ahead image", .timeLimit(.minutes(2)))
+@Suite("darkroom run's look-ahead image", .timeLimit(.minutes(4)))
 struct LookAheadTests {
   func mostInFlight(_ arguments: [String]) async throws -> Int {
     let folder = try Runner.temporaryDirectory()

@@ -74,7 +74,7 @@ struct AttackBench {
   }
 }
 
-@Suite("Disk store under attack", .timeLimit(.minutes(2)))
+@Suite("Disk store under attack", .timeLimit(.minutes(4)))
 struct DiskStoreAttackTests {
   @Test("closing a store while another process holds the index's write lock returns at once; the access times are dropped")
   func closeDoesNotWaitForTheLock() async throws {
@@ -230,7 +230,7 @@ struct DiskStoreAttackTests {
   // fsync latency under load).
   @Test(
     "FIFOs, symlinks and folders where entries live are prompt misses, removed without being followed",
-    .timeLimit(.minutes(2)))
+    .timeLimit(.minutes(4)))
   func nonRegularEntries() async throws {
     let bench = try AttackBench()
     defer { bench.remove() }

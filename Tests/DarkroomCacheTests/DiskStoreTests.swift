@@ -199,7 +199,7 @@ struct DiskStoreTests {
   }
 }
 
-@Suite("Disk store threads", .timeLimit(.minutes(1)))
+@Suite("Disk store threads", .timeLimit(.minutes(3)))
 struct DiskStoreThreadTests {
   /// The disk stores' own threads in this process (Linux: /proc/self/task, by name: the kernel
   /// keeps 15 bytes of "darkroom.disk-cache.N"). Counting every thread of the process made the

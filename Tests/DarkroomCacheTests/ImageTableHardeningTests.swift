@@ -1,5 +1,6 @@
 import DarkroomCache
 import DarkroomCore
+import DarkroomTesting
 import Foundation
 import Testing
 
@@ -78,6 +79,14 @@ struct ImageTableHardeningTests {
 
   /// What a retrieve may return: the original entry or nothing.
   static func check(_ table: ImageTable, format: ImageTableFormat, context: String) -> [String: Bool] {
+    var problems: [String] = []
+    let served = check(table, format: format, context: context, problems: &problems)
+    #expect(problems.isEmpty, "\(problems)")
+    return served
+  }
+
+  /// ``check(_:format:context:)`` off the tests' task pool: what went wrong is added to `problems`.
+  static func check(_ table: ImageTable, format: ImageTableFormat, context: String, problems: inout [String]) -> [String: Bool] {
     var served: [String: Bool] = [:]
     for (id, seed, width, height) in [("a", 1, format.width, format.height), ("b", 2, format.width - 1, format.height - 2)] {
       guard let entry = table.retrieve(id) else {
@@ -85,20 +94,34 @@ struct ImageTableHardeningTests {
         continue
       }
       served[id] = true
-      #expect(Array(entry.pixels) == pixels(seed, count: width * height * 3), "\(context): \(id) served other pixels")
-      #expect(entry.info == info(id, width: width, height: height), "\(context): \(id) served other info")
+      if Array(entry.pixels) != pixels(seed, count: width * height * 3) {
+        problems.append("\(context): \(id) served other pixels")
+      }
+      if entry.info != info(id, width: width, height: height) { problems.append("\(context): \(id) served other info") }
     }
     return served
   }
 
   @Test("every byte of the file flipped in turn: reopening serves the original entry or misses and reports; never a crash")
-  func everyByteFlipped() throws {
+  func everyByteFlipped() async throws {
     let directory = try temporaryDirectory("table-flip")
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let format = try Self.format()
     let (path, original) = try Self.sampleFile(in: directory, format: format)
     #expect(original.count == ImageTable.fileSize(for: format))
-    let headers = Self.entryHeaderOffset(0)..<Self.entryHeaderOffset(2)
+    // Thousands of writes and reopenings: on a thread of their own, not on the tests' shared pool.
+    let problems = try await onOwnThread { try Self.flipEachByte(of: original, at: path, in: directory, format: format) }
+    #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(5))")
+  }
+
+  /// Writes the table file with each byte flipped in turn, reopens it each time, and returns
+  /// what broke the rules.
+  static func flipEachByte(of original: [UInt8], at path: String, in directory: String, format: ImageTableFormat) throws
+    -> [String]
+  {
+    var problems: [String] = []
+    func expect(_ holds: Bool, _ message: @autoclosure () -> String) { if !holds { problems.append(message()) } }
+    let headers = entryHeaderOffset(0)..<entryHeaderOffset(2)
     // Every byte of the file with 0xFF; every byte of the header page and the entry headers with
     // single bits as well (a flipped bit is what a disk or a careless writer does).
     var flips: [(offset: Int, mask: UInt8)] = (0..<original.count).map { ($0, 0xFF) }
@@ -110,28 +133,29 @@ struct ImageTableHardeningTests {
       let context = "byte \(offset) ^ \(mask)"
       let table: ImageTable
       do {
-        table = try Self.reopen(directory, format)
+        table = try reopen(directory, format)
       } catch let error as PipelineError {
         // Only the header page decides whether the file is used at all.
-        #expect(offset < Self.page && error.code == .cacheUnavailable, "\(context): \(error)")
-        #expect(try Self.reopen(directory, format, reset: true).count == 0, "\(context)")
+        expect(offset < page && error.code == .cacheUnavailable, "\(context): \(error)")
+        expect(try reopen(directory, format, reset: true).count == 0, "\(context): not emptied")
         continue
       }
-      #expect(offset >= Self.page, "\(context): a damaged header page was used")
+      expect(offset >= page, "\(context): a damaged header page was used")
       let failures = Failures()
       table.delegate = failures
-      let served = Self.check(table, format: format, context: context)
-      let slot = headers.contains(offset) ? (offset - Self.page) / Self.entryHeader : nil
-      let field = (offset - Self.page) % Self.entryHeader
+      let served = check(table, format: format, context: context, problems: &problems)
+      let slot = headers.contains(offset) ? (offset - page) / entryHeader : nil
+      let field = (offset - page) % entryHeader
       if let slot, let id = ["a", "b"].dropFirst(slot).first, !(8..<16).contains(field) {
         // Anything but the access counter damaged: that entry is a miss.
-        #expect(served[id] == false, "\(context): a damaged header of \(id) was used")
-        #expect(failures.all.contains { $0.code == .cacheCorrupt }, "\(context): not reported")
+        expect(served[id] == false, "\(context): a damaged header of \(id) was used")
+        expect(failures.all.contains { $0.code == .cacheCorrupt }, "\(context): not reported")
       }
-      if offset >= Self.page + Self.entryHeader * 2 {
-        #expect(served.values.filter { !$0 }.count <= 1, "\(context): one damaged byte cost more than one entry")
+      if offset >= page + entryHeader * 2 {
+        expect(served.values.filter { !$0 }.count <= 1, "\(context): one damaged byte cost more than one entry")
       }
     }
+    return problems
   }
 
   /// An entry header of `format` with its CRC-32 recomputed: what a writer that knows the format

@@ -26,7 +26,7 @@ private struct PoolStage: Stage {
   }
 }
 
-@Suite("CPU queue", .timeLimit(.minutes(1)))
+@Suite("CPU queue", .timeLimit(.minutes(3)))
 struct CPUQueueTests {
   @Test("cpuQueued lets one more CPU call in than cpuLimit, to wait in the pool's queue; the pool still runs cpuLimit at a time")
   func queuedCallWaitsInThePool() async throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// A task awaiting an operation's `value` that is cancelled stops waiting, and cancels the
 /// operation when nobody else waits for it.
-@Suite("Cancellation forwards from the waiting task", .timeLimit(.minutes(1)))
+@Suite("Cancellation forwards from the waiting task", .timeLimit(.minutes(3)))
 struct CancellationForwardingTests {
   @Test("a cancelled waiter cancels an operation no other task waits for")
   func lastWaiterCancels() async throws {

@@ -3,7 +3,7 @@ import DarkroomTesting
 import Foundation
 import Testing
 
-@Suite("Image loader", .timeLimit(.minutes(2)))
+@Suite("Image loader", .timeLimit(.minutes(4)))
 struct ImageLoaderTests {
   func loader(cpu: Int = 2, network: Int = 8, disk: Int = 4, coalescing: Bool = true, observers: [any OperationObserver] = [])
     -> ImageLoader

@@ -76,7 +76,7 @@ func eventually(_ condition: () -> Bool) async {
   while !condition() && !Task.isCancelled { await Task.yield() }
 }
 
-@Suite("Blocking pool shutdown", .timeLimit(.minutes(1)))
+@Suite("Blocking pool shutdown", .timeLimit(.minutes(3)))
 struct BlockingPoolShutdownTests {
   @Test("after shutdown the threads finish the queue and exit, the pool is freed, and late work still runs")
   func shutdownReleasesThreads() async throws {

@@ -32,7 +32,7 @@ private final class GatedSink: NotificationSink, Sendable {
   }
 }
 
-@Suite("Notifier backpressure", .timeLimit(.minutes(1)))
+@Suite("Notifier backpressure", .timeLimit(.minutes(3)))
 struct NotifierBackpressureTests {
   @Test("waitUntilPending holds a producer while a stalled sink has the limit queued, and lets it go as the sink drains")
   func boundedQueue() async throws {

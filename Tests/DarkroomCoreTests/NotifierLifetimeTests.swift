@@ -2,7 +2,7 @@ import DarkroomCore
 import Foundation
 import Testing
 
-@Suite("Notifier lifetime", .timeLimit(.minutes(1)))
+@Suite("Notifier lifetime", .timeLimit(.minutes(3)))
 struct NotifierLifetimeTests {
   @Test("a notifier let go without close() delivers what it holds, then closes its sinks")
   func letGoDelivers() async {

@@ -64,7 +64,7 @@ private struct Unwrap: Stage {
   func process(_ input: FetchedData, context: StageContext) async throws -> [UInt8] { Array(input.bytes.data) }
 }
 
-@Suite("Run layers: edges", .timeLimit(.minutes(1)))
+@Suite("Run layers: edges", .timeLimit(.minutes(3)))
 struct RunLayerEdgeTests {
   private func cacheOutcomes(_ events: [OperationEvent]) -> [String] {
     events.compactMap { if case .cache(let event) = $0 { event.outcome.rawValue } else { nil } }

@@ -65,7 +65,7 @@ private final class RecordingLayer: RunLayer, RunLayerFactory, @unchecked Sendab
   }
 }
 
-@Suite("Run layers", .timeLimit(.minutes(1)))
+@Suite("Run layers", .timeLimit(.minutes(3)))
 struct RunLayerTests {
   private func cached(_ probe: RevalidatingProbe, store: MemoryStore) -> Pipeline<ImageSource, FetchedData> {
     Pipeline<ImageSource, FetchedData>(name: "revalidate", probe).appending(Cache<FetchedData>(store: store))

@@ -30,7 +30,7 @@ private struct StuckCallStage: Stage {
   }
 }
 
-@Suite("Stalls end by the time limit", .timeLimit(.minutes(1)))
+@Suite("Stalls end by the time limit", .timeLimit(.minutes(3)))
 struct StallTests {
   @Test("an operation ends by its time limit even when a stage ignores cancellation")
   func deafStage() async throws {
@@ -96,7 +96,7 @@ struct StallTests {
   }
 }
 
-@Suite("Deadline scheduler", .timeLimit(.minutes(1)))
+@Suite("Deadline scheduler", .timeLimit(.minutes(3)))
 struct DeadlineSchedulerTests {
   @Test("deadlines fire in deadline order, on time or later, never before")
   func firesInOrder() async {

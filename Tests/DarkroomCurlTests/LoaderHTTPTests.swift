@@ -144,7 +144,7 @@ extension HTTPTransportTests {
 
   @Test(
     "random cancellations racing real transfers: one terminal event each, no transfer or load left behind",
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(3)))
   func cancellationsOverHTTP() async throws {
     var routes: [String: TestResponse] = [:]
     for index in 0..<20 {

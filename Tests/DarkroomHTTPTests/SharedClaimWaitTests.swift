@@ -71,7 +71,7 @@ private final class ClaimedElsewhere: SharedResultStore {
   }
 }
 
-@Suite("darkroom serve waiting on another instance's claim", .timeLimit(.minutes(1)))
+@Suite("darkroom serve waiting on another instance's claim", .timeLimit(.minutes(3)))
 struct SharedClaimWaitTests {
   @Test("a claim that ends while the waiting request looks for the result is heard: the source's failure, without a fetch")
   func endWhileLookingIsHeard() async throws {

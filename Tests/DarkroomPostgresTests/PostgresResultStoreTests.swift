@@ -148,7 +148,7 @@ struct PostgresResultStoreTests {
   }
 }
 
-@Suite("the PostgreSQL shared result store, when things go wrong", .postgresServer, .timeLimit(.minutes(1)))
+@Suite("the PostgreSQL shared result store, when things go wrong", .postgresServer, .timeLimit(.minutes(3)))
 struct PostgresResultStoreFailureTests {
   @Test("a render cancelled by its client still ends its claim: its waiters learn it at once, and the key is free")
   func cancelledRender() async throws {

@@ -3,7 +3,7 @@ import DarkroomTesting
 import Foundation
 import Testing
 
-@Suite("Pipeline resources", .timeLimit(.minutes(1)))
+@Suite("Pipeline resources", .timeLimit(.minutes(3)))
 struct PipelineResourcesTests {
   let directory: String
 

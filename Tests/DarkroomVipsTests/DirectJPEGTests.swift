@@ -10,7 +10,11 @@ struct DirectJPEGTests {
   static func photo(width: Int, height: Int, quality: Int = 90, grey: Bool = false) throws -> FetchedData {
     let bands = grey ? 1 : 3
     var pixels = TestImages.gradientPixels(width: width, height: height, bands: bands)
-    for index in pixels.indices where index % 7 == 0 { pixels[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
+    pixels.withUnsafeMutableBufferPointer { pixels in  // not the array itself: seconds in a debug build
+      for index in stride(from: 0, to: pixels.count, by: 7) {
+        pixels[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13)
+      }
+    }
     let image = try VipsImage.fromPixels(pixels, width: width, height: height, bands: bands)
     let decoded = DecodedImage(
       source: ImageSource("memory"), image: image, sourceFormat: .png, sourceWidth: width, sourceHeight: height)
