@@ -17,9 +17,25 @@ extension RunCommand {
     }
     if dryRun, let (name, _) = files.first { throw ValidationError("\(name) writes a file: it is not taken with --dry-run") }
     for (name, path) in files { try Self.checkWritableFile(name, path) }
-    if let report, let metrics, (report as NSString).standardizingPath == (metrics as NSString).standardizingPath {
+    if let report, let metrics, Self.nameOneFile(report, metrics) {
       throw ValidationError("--report and --metrics name one file, \(Terminal.printable(report)): give two")
     }
+  }
+
+  /// True when the two paths name one file: the same last component in one folder, the folder
+  /// compared by identity (device and inode), so that `a/r`, `./a/r`, `/abs/a/r` and a path
+  /// through a symlinked folder are one file. Names, not contents: both are written by rename,
+  /// which replaces the name (two hard links to one file are two files afterwards).
+  static func nameOneFile(_ first: String, _ second: String) -> Bool {
+    guard PathText.lastComponent(first) == PathText.lastComponent(second) else { return false }
+    func folderIdentity(_ path: String) -> (dev_t, ino_t)? {
+      let folder = PathText.folder(path)
+      var status = stat()
+      guard stat(folder.isEmpty ? "." : folder, &status) == 0 else { return nil }
+      return (status.st_dev, status.st_ino)
+    }
+    guard let one = folderIdentity(first), let other = folderIdentity(second) else { return first == second }
+    return one == other
   }
 
   /// Refuses (exit 64) a path that cannot take a file written by rename: an empty one, a folder,

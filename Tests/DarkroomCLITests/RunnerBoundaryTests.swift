@@ -244,3 +244,26 @@ extension RunnerBoundaryTests {
     #expect(refused.status == 64 && refused.stderr.contains("NUL"), "\(refused.stderr)")
   }
 }
+
+extension RunnerBoundaryTests {
+  @Test("writes stopped by a 1 ms time limit leave no file: the files written are those of the inputs reported done")
+  func timedOutWritesLeaveNoFile() async throws {
+    let folder = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    try FileManager.default.createDirectory(atPath: folder + "/in", withIntermediateDirectories: true)
+    let png = try Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/rings.png"))
+    for index in 0..<64 { try png.write(to: URL(fileURLWithPath: folder + "/in/i\(index).png")) }
+    let run = try await Runner.run([
+      "run", "Examples/pipelines/thumbnail.json", folder + "/in", "--output", folder + "/out", "--stage-timeout", "write=0.001",
+      "--jobs", "16",
+    ])
+    let done = run.stderr.firstMatch(of: /done (\d+)/).flatMap { Int($0.1) }
+    let timedOut = run.stderr.split(separator: "\n").filter { $0.hasPrefix("failed: ") && $0.contains("timedOut") }
+      .compactMap { $0.firstMatch(of: /\/(i\d+)\.png/).map { String($0.1) } }
+    let files = (try? FileManager.default.contentsOfDirectory(atPath: folder + "/out")) ?? []
+    #expect(
+      done != nil && files.count == done, "\(files.count) files for \(String(describing: done)) done: \(run.stderr.suffix(400))")
+    #expect(timedOut.allSatisfy { !files.contains($0 + "-thumb.jpg") }, "files of timed-out inputs: \(files)")
+    #expect((done ?? 0) + timedOut.count == 64, "\(run.stderr.suffix(400))")
+  }
+}

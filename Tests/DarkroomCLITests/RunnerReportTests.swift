@@ -148,9 +148,14 @@ struct RunnerReportTests {
     let folder = try Runner.temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let base = ["run", "Examples/pipelines/thumbnail.json", "Examples/images/rings.png", "--output", folder + "/out"]
+    try FileManager.default.createSymbolicLink(atPath: folder + "/link", withDestinationPath: folder)
     for (extra, message) in [
       (["--report", folder + "/nowhere/r.html"], "does not exist"), (["--report", folder], "is a folder"),
       (["--metrics", folder + "/m", "--report", folder + "/./m"], "name one file"),
+      // One file named from two places: by a relative path and an absolute one, and through a
+      // symlinked folder (compared by the folder's identity, not by the text).
+      (["--metrics", "Examples/m.prom", "--report", Runner.package.path + "/Examples/m.prom"], "name one file"),
+      (["--metrics", folder + "/m", "--report", folder + "/link/m"], "name one file"),
       (["--report", folder + "/r.html", "--dry-run"], "--dry-run"),
       // Foundation's deletingLastPathComponent traps on these; the check takes them apart itself.
       (["--metrics", folder + "/none//é"], "does not exist"), (["--report", folder + "/none//..///r.html"], "does not exist"),

@@ -15,15 +15,19 @@ extension PipelineExecutor {
   /// or ``abandonAfter`` later if it has not; whatever it returns after that is dropped.
   /// Cancelling the caller works the same way, with `CancellationError`. Deadlines live on the
   /// process's ``DeadlineScheduler``, so a limit that did not fire costs nothing once its body
-  /// has ended.
+  /// has ended. A body that enters a ``CommitPoint`` (a writer about to rename its file into
+  /// place) before the limit is no longer stopped: it finishes, and its result stands.
   static func withTimeout<T: Sendable>(
     _ limit: Duration?, source: String?, what: String = "the operation", _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
     guard let limit else { return try await body() }
     let expiry = PipelineError(.timedOut, "\(what) took longer than its \(limit) time limit", source: source)
     let race = TimeLimitRace<T>(until: ContinuousClock.now.advanced(by: limit), expiry: expiry)
-    let work = Task {
-      do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
+    // The work knows its limits: a stage's commit point asks them (CommitPoint).
+    let work = CommitPoint.$limits.withValue(CommitPoint.limits + [race]) {
+      Task {
+        do { race.workEnded(.success(try await body())) } catch { race.workEnded(.failure(error)) }
+      }
     }
     let deadline = DeadlineScheduler.shared.schedule(after: limit) { race.stop(expiry) }
     do {
@@ -43,7 +47,7 @@ extension PipelineExecutor {
 
 /// Decides how a time-limited body ends: by its own result, or by a deadline or cancellation
 /// (`stop`), after which the body gets ``PipelineExecutor/abandonAfter`` to wind down.
-private final class TimeLimitRace<T: Sendable>: Sendable {
+private final class TimeLimitRace<T: Sendable>: CommitGate {
   private struct State {
     var continuation: CheckedContinuation<T, any Error>?
     var work: Task<Void, Never>?
@@ -52,6 +56,8 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
     var ended: Result<T, any Error>?  // the body's result, if it came before `start`
     var resumed = false
     var bodyEnded = false
+    /// The body passed a commit point in time: it is no longer stopped, and its result stands.
+    var committed = false
   }
   private enum Next {
     case wait
@@ -92,6 +98,16 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
     }
   }
 
+  /// The body is about to make its work visible: allowed while the limit has neither stopped it
+  /// nor passed; the limit then lets it finish.
+  func letCommit() -> Bool {
+    state.withLock { state in
+      guard state.stopped == nil, ContinuousClock.now < limitEnds else { return false }
+      state.committed = true
+      return true
+    }
+  }
+
   /// True once the body has returned or thrown.
   var bodyEnded: Bool { state.withLock { $0.bodyEnded } }
 
@@ -100,7 +116,7 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
     let (continuation, deadline, outcome) = state.withLock {
       state -> (CheckedContinuation<T, any Error>?, DeadlineScheduler.Token?, Result<T, any Error>) in
       state.bodyEnded = true
-      if state.stopped == nil, ContinuousClock.now >= limitEnds { state.stopped = expiry }
+      if state.stopped == nil, !state.committed, ContinuousClock.now >= limitEnds { state.stopped = expiry }
       let outcome = state.stopped.map { .failure($0) } ?? result
       guard !state.resumed else { return (nil, nil, outcome) }
       guard let continuation = state.continuation else {
@@ -119,7 +135,7 @@ private final class TimeLimitRace<T: Sendable>: Sendable {
   func stop(_ error: any Error) {
     let (work, deadline, started) = state.withLock {
       state -> (Task<Void, Never>?, DeadlineScheduler.Token?, Bool) in
-      guard state.stopped == nil, !state.resumed else { return (nil, nil, false) }
+      guard state.stopped == nil, !state.resumed, !state.committed else { return (nil, nil, false) }
       state.stopped = error
       return (state.work, state.deadline, state.continuation != nil)
     }

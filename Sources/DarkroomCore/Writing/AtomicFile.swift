@@ -38,7 +38,12 @@ package enum AtomicFile {
   /// `name` may not be absolute or contain `..`. With `overwrite` off, an existing file (or
   /// symlink) of that name fails with `EEXIST`. Errors are `NSError`s in `NSPOSIXErrorDomain`
   /// whose description names the file: "cannot create out/.a.jpg.123.tmp: Read-only file system".
-  public static func write(_ bytes: ImageBytes, named name: String, in directory: String, overwrite: Bool = true) throws {
+  /// `commit` is asked just before the written bytes get their name (the link or the rename):
+  /// when it says no (the run was stopped, ``CommitPoint``), nothing is left behind and the write
+  /// fails with `ECANCELED`.
+  public static func write(
+    _ bytes: ImageBytes, named name: String, in directory: String, overwrite: Bool = true, commit: () -> Bool = { true }
+  ) throws {
     let components = name.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }.map(String.init)
     guard !name.hasPrefix("/"), !components.contains(".."), let last = components.last else {
       throw posixError("cannot write \(name): the name must stay inside \(directory)", code: EINVAL)
@@ -80,7 +85,9 @@ package enum AtomicFile {
     let exists = fstatat(folder, last, &status, AT_SYMLINK_NOFOLLOW) == 0
     if exists, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
     // A new file is linked in whole; one to replace is renamed over (a link cannot replace).
-    if !exists, unnamedFiles.withLock({ $0 }), try writeUnnamed(bytes, in: folder, as: last, overwrite: overwrite, path: path) {
+    if !exists, unnamedFiles.withLock({ $0 }),
+      try writeUnnamed(bytes, in: folder, as: last, overwrite: overwrite, path: path, commit: commit)
+    {
       return
     }
     // A short temporary name: one built from the target's name would pass the file system's
@@ -98,6 +105,10 @@ package enum AtomicFile {
     if failure != 0 {
       unlinkat(folder, temporary, 0)
       throw posixError("", code: failure)  // the caller names the file: "cannot write …: No space left on device"
+    }
+    guard commit() else {
+      unlinkat(folder, temporary, 0)
+      throw stopped(path)
     }
     guard renameat(folder, temporary, folder, last) == 0 else {
       let error = posixError("cannot move the written file to \(path)")
@@ -124,7 +135,7 @@ package enum AtomicFile {
   /// ``removeTemporaries()`` is never linked in, or is taken back when the stop came during its
   /// link; only this very file is ever removed.
   private static func writeUnnamed(
-    _ bytes: ImageBytes, in folder: Int32, as last: String, overwrite: Bool, path: String
+    _ bytes: ImageBytes, in folder: Int32, as last: String, overwrite: Bool, path: String, commit: () -> Bool
   ) throws -> Bool {
     let descriptor = dr_open_unnamed(folder, 0o644)
     guard descriptor >= 0 else { return false }
@@ -135,9 +146,9 @@ package enum AtomicFile {
       throw posixError("", code: failure)  // the caller names the file
     }
     var written = stat()
-    guard fstat(descriptor, &written) == 0, !isStopped(number) else {
+    guard fstat(descriptor, &written) == 0, !isStopped(number), commit() else {
       close(descriptor)
-      throw posixError("\(path) was not written: the run was stopped", code: ECANCELED, withReason: false)
+      throw stopped(path)
     }
     // The link follows the magic link to this very file; `last` itself is never followed: a
     // symlink (or anything) of that name makes the link fail with EEXIST.
@@ -162,9 +173,14 @@ package enum AtomicFile {
     if isStopped(number) || closed != 0 {
       if namesFile(folder, last, written) { unlinkat(folder, last, 0) }
       if closed != 0 { throw posixError("", code: closed) }
-      throw posixError("\(path) was not written: the run was stopped", code: ECANCELED, withReason: false)
+      throw stopped(path)
     }
     return true
+  }
+
+  /// The error of a write stopped before its file got its name.
+  private static func stopped(_ path: String) -> NSError {
+    posixError("\(path) was not written: the run was stopped", code: ECANCELED, withReason: false)
   }
 
   /// Whether `name` in `folder` is the file `status` describes (the same device and inode).

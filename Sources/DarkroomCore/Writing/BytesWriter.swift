@@ -58,13 +58,13 @@ public struct BytesWriter: Stage, ContextSensitiveStage {
       capture.add(input.bytes, path: path, source: input.source)
       return WrittenFile(path: path, bytes: input.bytes.count)
     }
-    try await context.blocking {
-      do {
-        try AtomicFile.write(input.bytes, named: name, in: directory)
-      } catch {
-        throw PipelineError(
-          .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: input.source.description, cause: error)
-      }
+    do {
+      try await context.writeOutputFile(input.bytes, named: name, in: directory)
+    } catch let error as CancellationError {
+      throw error
+    } catch {
+      throw PipelineError(
+        .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: input.source.description, cause: error)
     }
     return WrittenFile(path: path, bytes: input.bytes.count)
   }

@@ -110,17 +110,16 @@ public struct Writer: Stage, ContextSensitiveStage {
       capture.add(image.bytes, path: path, source: image.source, overwrite: overwrite)
       return WrittenImage(image: image, path: path)
     }
-    let overwrite = self.overwrite
-    try await context.blocking {
-      do {
-        // Beneath the directory: no symlink inside it is followed (see AtomicFile).
-        try AtomicFile.write(image.bytes, named: name, in: directory, overwrite: overwrite)
-      } catch let error as NSError where !overwrite && error.domain == NSPOSIXErrorDomain && error.code == Int(EEXIST) {
-        throw PipelineError(.writeFailed, "\(path) exists and overwrite is off", source: image.source.description)
-      } catch {
-        throw PipelineError(
-          .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: image.source.description, cause: error)
-      }
+    do {
+      // Beneath the directory: no symlink inside it is followed (see AtomicFile).
+      try await context.writeOutputFile(image.bytes, named: name, in: directory, overwrite: overwrite)
+    } catch let error as NSError where !overwrite && error.domain == NSPOSIXErrorDomain && error.code == Int(EEXIST) {
+      throw PipelineError(.writeFailed, "\(path) exists and overwrite is off", source: image.source.description)
+    } catch let error as CancellationError {
+      throw error
+    } catch {
+      throw PipelineError(
+        .writeFailed, "cannot write \(path): \(error.localizedDescription)", source: image.source.description, cause: error)
     }
     return WrittenImage(image: image, path: path)
   }
