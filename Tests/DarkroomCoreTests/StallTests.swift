@@ -121,6 +121,34 @@ struct DeadlineSchedulerTests {
     #expect(scheduler.pendingCount == 0)
   }
 
+  @Test(
+    "1,000 deadlines scheduled in random order while earlier ones wait, fire and are cancelled: every live one fires, none early")
+  func randomOrder() async {
+    let scheduler = DeadlineScheduler()
+    let clock = ContinuousClock()
+    let early = Protected(0)
+    let plan = (0..<1_000).map { index in (delay: Duration.microseconds(Int.random(in: 0...40_000)), cancel: index % 3 == 0) }
+    let live = plan.filter { !$0.cancel }.count
+    let fired = Protected(0)
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+      for (delay, cancel) in plan {
+        let due = clock.now.advanced(by: delay)
+        let token = scheduler.schedule(after: delay) {
+          if clock.now < due { early.withLock { $0 += 1 } }
+          if fired.withLock({
+            $0 += 1
+            return $0
+          }) == live {
+            done.resume()
+          }
+        }
+        if cancel { scheduler.cancel(token) }
+      }
+    }
+    #expect(early.value == 0)
+    #expect(fired.value == live && scheduler.pendingCount == 0)
+  }
+
   @Test("cancelled deadlines never fire and are not kept: 10,000 cancelled leave nothing behind")
   func cancelledAreDropped() async {
     let scheduler = DeadlineScheduler()
