@@ -173,15 +173,27 @@ final class CurlTransfer: @unchecked Sendable {
   /// One header line as libcurl hands it over: a status line starts a new response (after a
   /// redirect or a 100 Continue); `name: value` lines are kept by lower-cased name, repeated names
   /// joined with ", ".
+  ///
+  /// Taken apart on its UTF-8 bytes: Foundation's `trimmingCharacters` bridged every line to
+  /// `NSString`, a tenth of the transfer thread's time on a loopback batch of 600 KB images.
+  /// The line loses ASCII whitespace (space, tab, CR, LF, VT, FF) at both ends, the value the
+  /// spaces and tabs before it (HTTP's optional whitespace).
   static func parseHeader(_ line: String, into headers: inout [String: String]) {
-    let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
-    if trimmed.hasPrefix("HTTP/") {
+    let bytes = line.utf8
+    func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
+    guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+      return
+    }
+    let trimmed = bytes[first...last]
+    if trimmed.starts(with: "HTTP/".utf8) {
       headers = [:]
       return
     }
-    guard let colon = trimmed.firstIndex(of: ":") else { return }
-    let name = trimmed[..<colon].lowercased()
-    let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    guard let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) else { return }
+    let name = String(decoding: trimmed[..<colon], as: UTF8.self).lowercased()
+    let rest = trimmed[trimmed.index(after: colon)...]
+    let start = rest.firstIndex { $0 != 0x20 && $0 != 0x09 }  // the optional whitespace before a value
+    let value = start.map { String(decoding: rest[$0...], as: UTF8.self) } ?? ""
     headers[name] = headers[name].map { "\($0), \(value)" } ?? value
   }
 
