@@ -111,7 +111,7 @@ final class StopSignals: Sendable {
       for handler in handlers { handler() }
     default:
       Terminal.error("stopped at once")
-      AtomicFile.removeTemporaries()
+      AtomicFile.removeTemporaries(forGood: true)
       _exit(128 + number)
     }
   }

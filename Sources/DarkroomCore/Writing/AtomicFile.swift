@@ -93,12 +93,14 @@ package enum AtomicFile {
     // A short temporary name: one built from the target's name would pass the file system's
     // 255-byte limit before the target does.
     let temporary = ".darkroom-\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
-    let descriptor = openat(folder, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
-    guard descriptor >= 0 else { throw posixError("cannot create \(shown)/\(temporary)") }
     // Known to a process stopping early (``removeTemporaries()``), by the path it was made under.
     let registered = shown + "/" + temporary
-    inProgress.withLock { _ = $0.insert(registered) }
-    defer { inProgress.withLock { _ = $0.remove(registered) } }
+    let (descriptor, failed) = createTemporary(temporary, in: folder, registered: registered)
+    guard descriptor >= 0 else {
+      if failed == ECANCELED { throw stopped(path) }
+      throw posixError("cannot create \(shown)/\(temporary)", code: failed)
+    }
+    defer { inProgress.withLock { _ = $0.paths.remove(registered) } }
     // The errno of the first failing write or close.
     var failure = bytes.withUnsafeBytes { DescriptorIO.writeAll(descriptor, $0) } ?? 0
     if close(descriptor) != 0, failure == 0 { failure = errno }
