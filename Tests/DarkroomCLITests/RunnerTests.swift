@@ -1,5 +1,6 @@
 import DarkroomCore
 import DarkroomHTTPTestServer
+import DarkroomTesting
 import Foundation
 import Testing
 
@@ -75,9 +76,7 @@ struct Runner {
 /// tests on that pool, which has one thread a core, and two runner tests waiting on 2 cores
 /// stalled every other test of the process until their operations timed out.
 func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-  try await withCheckedThrowingContinuation { continuation in
-    Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-  }
+  try await onOwnThread(body)
 }
 
 /// ``offPool(_:)`` for work that cannot fail.

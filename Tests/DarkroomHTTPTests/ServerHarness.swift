@@ -1,6 +1,7 @@
 import Darkroom
 import DarkroomHTTP
 import DarkroomHTTPTestServer
+import DarkroomTesting
 import DarkroomVipsTesting
 import Foundation
 import Hummingbird
@@ -235,11 +236,7 @@ enum RawSocket {
   }
 
   static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-      let thread = Thread { continuation.resume(with: Result { try body() }) }
-      thread.stackSize = 1 << 20
-      thread.start()
-    }
+    try await onOwnThread(body)
   }
 }
 
