@@ -68,14 +68,6 @@ final class EventLedger: OperationObserver, Sendable {
   var all: [OperationID: [OperationEvent]] { recorded.value.events }
 }
 
-/// Waits, yielding, until `condition` holds (for work queued in another task to arrive), or until
-/// the test is cancelled (its time limit passed): a condition that never holds then fails the
-/// test's next expectation instead of spinning on the task pool's threads, starving every other
-/// test of the run.
-func eventually(_ condition: () -> Bool) async {
-  while !condition() && !Task.isCancelled { await Task.yield() }
-}
-
 @Suite("Blocking pool shutdown", .timeLimit(.minutes(3)))
 struct BlockingPoolShutdownTests {
   @Test("after shutdown the threads finish the queue and exit, the pool is freed, and late work still runs")

@@ -32,6 +32,22 @@ struct MeteredTransport: FetchTransport {
   }
 }
 
+/// Holds every transfer through the HTTP transport it wraps until its gate opens: a test that
+/// needs loads to share one transfer opens it once they have all joined, however slowly a loaded
+/// machine starts them (with a fixed server delay instead, a load started after the transfer
+/// ended made a second request: 1 run in 3 on a busy machine).
+struct GatedTransport: FetchTransport {
+  let base: HTTPTransport
+  let gate = Gate()
+  var schemes: Set<String> { base.schemes }
+  var identifier: String { base.identifier }
+
+  func fetch(_ source: ImageSource, limits: FetchLimits, context: StageContext) async throws -> FetchedData {
+    try await gate.wait()
+    return try await base.fetch(source, limits: limits, context: context)
+  }
+}
+
 /// The loader against a real HTTP server. Part of the serialized "HTTP fetching" suite: its leak
 /// checks read a process-wide count of live transfers.
 extension HTTPTransportTests {
@@ -54,10 +70,11 @@ extension HTTPTransportTests {
   @Test("100 concurrent loads of one URL make one request and one decode")
   func hundredLoadsOneRequest() async throws {
     let server = try await TestHTTPServer.start(routes: [
-      "/one.jpg": .slowHeaders(delay: .milliseconds(50), then: .ok(body: image, contentType: "image/jpeg"))
+      "/one.jpg": .ok(body: image, contentType: "image/jpeg")
     ])
     defer { Task { try? await server.shutdown() } }
-    let fetch = Fetcher(transports: [loaderHTTP()])
+    let transport = GatedTransport(base: loaderHTTP())
+    let fetch = Fetcher(transports: [transport])
     let thumbnail = Pipeline(name: "thumbnail") {
       fetch
       ImageDecoder()
@@ -67,6 +84,8 @@ extension HTTPTransportTests {
     let loader = ImageLoader()
     let source = ImageSource(server.url("/one.jpg"))
     let operations = (0..<100).map { _ in loader.load(source, pipeline: thumbnail) }
+    await eventually { loader.scheduler.coalescer.map { $0.joined >= 99 } ?? true }
+    transport.gate.open()
     var outputs: [EncodedImage] = []
     for operation in operations { outputs.append(try await operation.value) }
     #expect(server.requestCount("/one.jpg") == 1)
@@ -78,10 +97,11 @@ extension HTTPTransportTests {
   @Test("pipelines that differ after the decode share the transfer and the decode")
   func sharedPrefixAcrossPipelines() async throws {
     let server = try await TestHTTPServer.start(routes: [
-      "/p.jpg": .slowHeaders(delay: .milliseconds(50), then: .ok(body: image, contentType: "image/jpeg"))
+      "/p.jpg": .ok(body: image, contentType: "image/jpeg")
     ])
     defer { Task { try? await server.shutdown() } }
-    let fetch = Fetcher(transports: [loaderHTTP()])
+    let transport = GatedTransport(base: loaderHTTP())
+    let fetch = Fetcher(transports: [transport])
     func sized(_ width: Int) -> Pipeline<ImageSource, EncodedImage> {
       Pipeline(name: "w\(width)", fusion: false) {
         fetch
@@ -93,6 +113,8 @@ extension HTTPTransportTests {
     let loader = ImageLoader()
     let source = ImageSource(server.url("/p.jpg"))
     let operations = [64, 128, 256, 64, 128, 256].map { loader.load(source, pipeline: sized($0)) }
+    await eventually { loader.scheduler.coalescer.map { $0.joined >= 5 } ?? true }
+    transport.gate.open()
     var widths: [Int] = []
     for operation in operations { widths.append(try await operation.value.width) }
     #expect(widths == [64, 128, 256, 64, 128, 256])

@@ -1,5 +1,6 @@
 import DarkroomCore
 import DarkroomPostgresTestServer
+import DarkroomTesting
 import Foundation
 import Logging
 import PostgresNIO

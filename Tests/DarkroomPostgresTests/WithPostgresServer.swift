@@ -36,12 +36,6 @@ func withNewQueue<T: Sendable>(_ body: @Sendable (PostgresJobQueue) async throws
   return try await PostgresJobQueue.withQueue(at: location) { try await body($0) }
 }
 
-/// Waits, yielding, until `condition` holds (work of another task has arrived), or the test is
-/// cancelled.
-func eventually(_ condition: () -> Bool) async {
-  while !condition() && !Task.isCancelled { await Task.yield() }
-}
-
 /// Runs `body` while another session of the suite's server holds `table` of `location`'s
 /// database in ACCESS EXCLUSIVE mode (every statement that reads it waits).
 func whileLocked(_ table: String, in location: PostgresLocation, _ body: () async throws -> Void) async throws {
