@@ -308,21 +308,23 @@ extension Duration {
 }
 
 /// The response body as it arrives: one growing allocation that becomes the ``ImageBytes`` of the
-/// fetched data without a copy (sized from `Content-Length` when the server sends one).
+/// fetched data without a copy (sized from `Content-Length` when the server sends one). Its memory
+/// comes from the shared ``BufferRecycler``: a body that was written or decoded leaves its pages
+/// to the next transfer, which then fills memory the kernel need not fault in again.
 final class BodyBuffer {
-  private var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+  private var storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
   private(set) var count = 0
 
-  deinit { storage.deallocate() }
+  deinit { BufferRecycler.shared.recycle(storage) }
 
   /// Makes room for `capacity` bytes in total.
   func reserve(_ capacity: Int) {
     guard capacity > storage.count else { return }
-    let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+    let larger = BufferRecycler.shared.allocate(atLeast: max(capacity, 64 * 1024))
     if count > 0, let target = larger.baseAddress, let source = storage.baseAddress {
       target.copyMemory(from: source, byteCount: count)
     }
-    storage.deallocate()
+    BufferRecycler.shared.recycle(storage)
     storage = larger
   }
 
@@ -336,8 +338,9 @@ final class BodyBuffer {
 
   /// Hands the bytes over (the buffer is empty afterwards).
   func take() -> ImageBytes {
-    let bytes = ImageBytes(adopting: UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: count))
-    storage = .allocate(byteCount: 16, alignment: 16)
+    guard storage.baseAddress != nil else { return ImageBytes([]) }
+    let bytes = ImageBytes(recycling: storage, count: count)
+    storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     count = 0
     return bytes
   }

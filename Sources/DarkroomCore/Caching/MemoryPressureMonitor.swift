@@ -129,10 +129,12 @@ package final class MemoryPressureMonitor: Sendable {
 }
 
 extension MemoryStore {
-  /// Starts trimming this store to half its size whenever the process's cgroup is short of
-  /// memory; keep the returned monitor alive (release or `stop()` it to end).
+  /// Starts trimming this store to half its size, and freeing the idle buffers of the shared
+  /// ``BufferRecycler``, whenever the process's cgroup is short of memory; keep the returned
+  /// monitor alive (release or `stop()` it to end).
   package func trimOnMemoryPressure(directory: String? = nil, interval: Duration = .seconds(2)) -> MemoryPressureMonitor {
     let monitor = MemoryPressureMonitor(directory: directory, interval: interval) { [weak self] _ in
+      BufferRecycler.shared.trim()
       guard let self else { return }
       self.trim(toCost: self.cache.totalCost / 2)
     }

@@ -62,11 +62,10 @@ package struct FileTransport: FetchTransport {
         source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
         metadata: ["path": file.resolved, "size": String(size)])
     }
-    let buffer = try readWhole(file, limit: limits.maxBytes, path: path, shown: shown, limitName: "maxBytes")
-    let bytes = ImageBytes(adopting: buffer)
+    let bytes = try readWhole(file, limit: limits.maxBytes, path: path, shown: shown, limitName: "maxBytes")
     return FetchedData(
       source: source, bytes: bytes, contentType: ImageFormat.sniff(bytes.prefix(64))?.mimeType, lastModified: modified,
-      metadata: ["path": file.resolved, "size": String(buffer.count)])
+      metadata: ["path": file.resolved, "size": String(bytes.count)])
   }
 
   /// A local file open for reading, checked to be a regular file.
@@ -124,32 +123,33 @@ package struct FileTransport: FetchTransport {
     return PipelineError(.invalidInput, "\(path) is \(what); give \(wanted)", source: shown)
   }
 
-  /// Reads the whole of an opened file into a new buffer (the caller owns it), at most `limit`
-  /// bytes: a file that grew past `limit` while it was read fails with `tooLarge`, naming the
-  /// option `limitName` that sets the limit.
+  /// Reads the whole of an opened file into memory (a buffer of the shared ``BufferRecycler``,
+  /// given back when the bytes are released), at most `limit` bytes: a file that grew past `limit`
+  /// while it was read fails with `tooLarge`, naming the option `limitName` that sets the limit.
   package static func readWhole(
     _ file: OpenedFile, limit: Int, path: String, shown: String, limitName: String
-  ) throws -> UnsafeMutableRawBufferPointer {
-    let capacity = min(max(file.size, 0), limit) + 1
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+  ) throws -> ImageBytes {
+    // One byte more than allowed, to tell a file that grew past the limit while it was read.
+    let capacity = min(max(file.size, 0), limit, Int.max - 1) + 1
+    let buffer = BufferRecycler.shared.allocate(atLeast: capacity)
     var filled = 0
     while filled < capacity, let start = buffer.baseAddress {
       let count = Glibc.read(file.descriptor, start + filled, capacity - filled)
       if count < 0 {
         if errno == EINTR { continue }
         let cause = posixCause()
-        buffer.deallocate()
+        BufferRecycler.shared.recycle(buffer)
         throw PipelineError(.fetchFailed, "reading \(path) failed: \(cause.text)", source: shown, cause: cause)
       }
       if count == 0 { break }
       filled += count
     }
     if filled > limit {
-      buffer.deallocate()
+      BufferRecycler.shared.recycle(buffer)
       throw PipelineError(
         .tooLarge, "\(path) grew past the limit of \(limit) bytes (\(limitName)) while it was read", source: shown)
     }
-    return UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: filled)
+    return ImageBytes(recycling: buffer, count: filled)
   }
 
   /// The whole of a small file a pipeline names (a CA bundle, a watermark), read when the pipeline
@@ -162,9 +162,7 @@ package struct FileTransport: FetchTransport {
     let file = try openRegularFile(path, roots: roots, shown: path, wanted: wanted)
     defer { close(file.descriptor) }
     guard file.size <= limit else { throw tooLarge(file.size) }
-    let buffer = try readWhole(file, limit: limit, path: path, shown: path, limitName: limitName)
-    defer { buffer.deallocate() }
-    return Array(buffer)
+    return try readWhole(file, limit: limit, path: path, shown: path, limitName: limitName).withUnsafeBytes { Array($0) }
   }
 
   /// Opens `path` for reading beneath every root, returning the descriptor and the resolved path.

@@ -28,6 +28,8 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   private let memory: Protected<UnsafeMutableRawBufferPointer?>
   private let descriptor: Int32?
   private let declaredCount: Int
+  /// Where the memory goes back, with its whole capacity, when the last reference goes.
+  private let recycler: (recycler: BufferRecycler, capacity: Int)?
 
   /// The number of bytes (for a file: its size when it was opened, or what could be read of it).
   public var count: Int { memory.withLock { $0?.count ?? declaredCount } }
@@ -37,6 +39,18 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     memory = Protected(buffer)
     descriptor = nil
     declaredCount = buffer.count
+    recycler = nil
+  }
+
+  /// Takes ownership of the first `count` bytes of a buffer from `recycler`'s
+  /// ``BufferRecycler/allocate(atLeast:)``; the whole buffer goes back to it when the last
+  /// reference goes.
+  package init(recycling buffer: UnsafeMutableRawBufferPointer, count: Int, to recycler: BufferRecycler = .shared) {
+    let count = min(max(count, 0), buffer.count)
+    memory = Protected(UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: count))
+    descriptor = nil
+    declaredCount = count
+    self.recycler = (recycler, buffer.count)
   }
 
   /// Takes ownership of an open regular file of `count` bytes, read lazily; the descriptor is
@@ -45,6 +59,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     memory = Protected(nil)
     self.descriptor = descriptor
     declaredCount = count
+    recycler = nil
     Self.openFileCount.add(1, ordering: .relaxed)
   }
 
@@ -78,7 +93,12 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   }
 
   deinit {
-    memory.withLock { $0 }?.deallocate()
+    let held = memory.withLock { $0 }
+    if let recycler, let start = held?.baseAddress {
+      recycler.recycler.recycle(UnsafeMutableRawBufferPointer(start: start, count: recycler.capacity))
+    } else {
+      held?.deallocate()
+    }
     if let descriptor {
       close(descriptor)
       Self.openFileCount.subtract(1, ordering: .relaxed)
