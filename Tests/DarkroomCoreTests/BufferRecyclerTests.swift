@@ -50,6 +50,21 @@ struct BufferRecyclerTests {
       BufferRecycler.sizes == BufferRecycler.sizes.sorted() && Set(BufferRecycler.sizes).count == BufferRecycler.sizes.count)
   }
 
+  @Test("a request with no free buffer of its size takes one at most twice as large")
+  func largerServes() throws {
+    let recycler = BufferRecycler(maxIdleBytes: 16 << 20)
+    let twoMiB = recycler.allocate(atLeast: 2 << 20)
+    let oneMiB = recycler.allocate(atLeast: 1 << 20)
+    recycler.recycle(twoMiB)
+    recycler.recycle(oneMiB)
+    let medium = recycler.allocate(atLeast: 600_000)  // 768 KiB: the 1 MiB buffer, not the 2 MiB one
+    #expect(medium.baseAddress == oneMiB.baseAddress && medium.count == 1 << 20)
+    let other = recycler.allocate(atLeast: 600_000)
+    #expect(other.baseAddress != twoMiB.baseAddress && other.count == 768 << 10)
+    #expect(recycler.idleBytes == 2 << 20)
+    for buffer in [medium, other] { recycler.recycle(buffer) }
+  }
+
   @Test("idle memory stays within its limit, and trim frees it all")
   func limit() {
     let recycler = BufferRecycler(maxIdleBytes: 1 << 20)

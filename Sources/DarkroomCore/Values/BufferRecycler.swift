@@ -54,22 +54,25 @@ package final class BufferRecycler: Sendable {
   package var idleBytes: Int { idle.withLock { $0.bytes } }
 
   /// A buffer of at least `count` bytes (its `count` is its whole capacity): one kept from before
-  /// when there is one of its size. Give it back with ``recycle(_:)`` (or through ``ImageBytes``).
+  /// when there is one of its size or at most twice as large, a new one otherwise. Give it back with ``recycle(_:)`` (or through ``ImageBytes``).
   package func allocate(atLeast count: Int) -> UnsafeMutableRawBufferPointer {
     let wanted = max(count, 1)
     guard let sizeClass = Self.sizeClass(of: wanted) else {
       return .allocate(byteCount: wanted, alignment: Self.alignment)
     }
-    let size = Self.sizes[sizeClass]
-    let kept = idle.withLock { idle -> UInt? in
-      guard let address = idle.free[sizeClass].popLast() else { return nil }
-      idle.bytes -= size
-      return address
+    // A buffer of this size, or of the next two (twice the size at most) when there is none.
+    let kept = idle.withLock { idle -> (address: UInt, size: Int)? in
+      for larger in sizeClass..<min(sizeClass + 3, Self.sizes.count) {
+        guard let address = idle.free[larger].popLast() else { continue }
+        idle.bytes -= Self.sizes[larger]
+        return (address, Self.sizes[larger])
+      }
+      return nil
     }
-    if let kept, let start = UnsafeMutableRawPointer(bitPattern: kept) {
-      return UnsafeMutableRawBufferPointer(start: start, count: size)
+    if let kept, let start = UnsafeMutableRawPointer(bitPattern: kept.address) {
+      return UnsafeMutableRawBufferPointer(start: start, count: kept.size)
     }
-    return .allocate(byteCount: size, alignment: Self.alignment)
+    return .allocate(byteCount: Self.sizes[sizeClass], alignment: Self.alignment)
   }
 
   /// Takes back a buffer from ``allocate(atLeast:)`` (its full `count`): kept for the next request
