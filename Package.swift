@@ -109,7 +109,8 @@ let package = Package(
     .executableTarget(
       name: "DarkroomCLI",
       dependencies: [
-        "Darkroom", "DarkroomHTTP", "DarkroomPostgres", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        "Darkroom", "DarkroomCurl", "DarkroomHTTP", "DarkroomPostgres",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       swiftSettings: strict
     ),

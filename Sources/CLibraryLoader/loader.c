@@ -27,6 +27,8 @@ __attribute__((constructor)) static void dr_library_prepare(void) {
   atexit(dr_library_close);
 }
 
+void dr_library_stop_starts(void) { dr_library_close(); }
+
 int dr_library_enter(void) {
   pthread_mutex_lock(&dr_start_lock);
   if (!dr_exiting) return 0;

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Darkroom
+import DarkroomCore
+import DarkroomCurl
 import Dispatch
 
 #if canImport(Glibc)
@@ -53,12 +55,26 @@ struct DarkroomCommand: AsyncParsableCommand {
     // first, so that no descriptor the threads open lands on 0, 1 or 2.
     Terminal.ignoreBrokenPipes()
     Terminal.openClosedStandardStreams()
+    // libcurl loads while the command line is parsed (Docs/Performance.md, "Eighth stop").
+    if mayFetchOverHTTP(CommandLine.arguments) { Curl.startLoading() }
     let finished = DispatchSemaphore(value: 0)
     Task.detached {
       await runCommandLine()
       finished.signal()
     }
     finished.wait()
+    LibraryStarts.stopBeforeExit()
+  }
+
+  /// Whether a command line is a `run` that names a URL other than `file://`, or an input list
+  /// (which may hold URLs): such a run is about to fetch over HTTP. Only a guess, made before the
+  /// command line is parsed: a wrong one costs a load of libcurl on an idle core, or nothing.
+  static func mayFetchOverHTTP(_ arguments: [String]) -> Bool {
+    guard arguments.count > 2, arguments[1] == "run" else { return false }
+    return arguments.dropFirst(2).contains { argument in
+      argument == "--input-list" || argument.hasPrefix("--input-list=")
+        || (argument.contains("://") && !argument.lowercased().hasPrefix("file://"))
+    }
   }
 
   /// Parses the command line and runs the command it names.
@@ -69,6 +85,7 @@ struct DarkroomCommand: AsyncParsableCommand {
       Terminal.error(
         "error: argument \(bad) is not valid UTF-8; give such files through a folder (names are read as bytes there) or rename them"
       )
+      LibraryStarts.stopBeforeExit()
       exit(withError: ExitCode.validationFailure)
     }
     let arguments = Array(CommandLine.arguments.dropFirst())
@@ -102,6 +119,7 @@ struct DarkroomCommand: AsyncParsableCommand {
         try command.run()
       }
     } catch {
+      LibraryStarts.stopBeforeExit()
       exit(withError: error)
     }
   }

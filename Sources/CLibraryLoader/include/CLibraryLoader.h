@@ -17,6 +17,12 @@
 int dr_library_enter(void);
 void dr_library_leave(void);
 
+// What the exit hook does, for a thread about to call exit(): waits for a start under way on
+// another thread, then marks the process as exiting. Call it before exit() when a library may be
+// starting: exit handlers a start registers itself (OpenSSL's, from curl_global_init) would run
+// before the hook, while that start goes on (a crash).
+void dr_library_stop_starts(void);
+
 // Runs `load` once (pthread_once) under the start lock: a library's table is filled this way, so
 // that every path takes the lock first and the once second. Returns 0, or -1 when the process is
 // exiting (`load` did not run).
