@@ -65,6 +65,28 @@ struct BufferRecyclerTests {
     for buffer in [medium, other] { recycler.recycle(buffer) }
   }
 
+  @Test("a memory store keeps bytes from a much larger recycled buffer as a copy of their size, and gives the buffer back")
+  func memoryStoreCompacts() async throws {
+    let recycler = BufferRecycler(maxIdleBytes: 8 << 20)
+    let store = MemoryStore(costLimit: 64 << 20)
+    func fetched(count: Int, mark: UInt8) -> FetchedData {
+      let buffer = recycler.allocate(atLeast: 1 << 20)
+      buffer.initializeMemory(as: UInt8.self, repeating: mark)
+      let bytes = ImageBytes(recycling: buffer, count: count, to: recycler)
+      return FetchedData(source: ImageSource(path: "/a.jpg"), bytes: bytes)
+    }
+    // 100 KB in a 1 MiB buffer: the store keeps a copy, and the buffer goes back at once.
+    try await store.setEntry(CacheEntry(value: fetched(count: 100_000, mark: 7)), forKey: "small", source: "a")
+    #expect(recycler.idleBytes == 1 << 20)
+    let small = try #require(try await store.entry(forKey: "small")?.value as? FetchedData)
+    #expect(small.bytes.count == 100_000 && small.bytes.withUnsafeBytes { $0.allSatisfy { $0 == 7 } })
+    // Bytes that fill their buffer are kept as they are: the buffer stays with the store.
+    try await store.setEntry(CacheEntry(value: fetched(count: (1 << 20) - 100, mark: 9)), forKey: "full", source: "a")
+    #expect(recycler.idleBytes == 0)
+    let full = try #require(try await store.entry(forKey: "full")?.value as? FetchedData)
+    #expect(full.bytes.count == (1 << 20) - 100 && full.bytes.withUnsafeBytes { $0.last == 9 })
+  }
+
   @Test("idle memory stays within its limit, and trim frees it all")
   func limit() {
     let recycler = BufferRecycler(maxIdleBytes: 1 << 20)

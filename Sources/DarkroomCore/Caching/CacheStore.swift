@@ -99,13 +99,38 @@ package enum CacheKey {
   }
 }
 
-/// What a value costs to keep in memory, in bytes (values without it count 1 KiB).
+/// What a value costs to keep in memory, in bytes (values without it count 1 KiB), and the value
+/// as a memory store keeps it.
 package protocol CacheCost {
   var cacheCost: Int { get }
+  /// The value to keep for long: bytes in a recycled buffer much larger than they are are copied
+  /// into memory of their size (``ImageBytes/compacted()``), so that what the store keeps is
+  /// what its cost says.
+  func keptCompactly() -> any Sendable
 }
 
-extension EncodedImage: CacheCost { public var cacheCost: Int { bytes.count } }
-extension FetchedData: CacheCost { public var cacheCost: Int { bytes.count } }
+extension CacheCost where Self: Sendable {
+  /// Kept as it is.
+  package func keptCompactly() -> any Sendable { self }
+}
+
+extension EncodedImage: CacheCost {
+  public var cacheCost: Int { bytes.count }
+  package func keptCompactly() -> any Sendable {
+    var kept = self
+    kept.bytes = bytes.compacted()
+    return kept
+  }
+}
+
+extension FetchedData: CacheCost {
+  public var cacheCost: Int { bytes.count }
+  package func keptCompactly() -> any Sendable {
+    var kept = self
+    kept.bytes = bytes.compacted()
+    return kept
+  }
+}
 
 /// A store that is named but not opened: what a `cache` stage gets while its pipeline is only
 /// validated, so validation creates no directories. It accepts what the real store accepts and

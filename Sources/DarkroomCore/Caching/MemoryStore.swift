@@ -35,8 +35,10 @@ public final class MemoryStore: CacheStore {
   }
 
   public func setEntry(_ entry: CacheEntry, forKey key: String, source: String) async throws {
-    let cost = (entry.value as? any CacheCost)?.cacheCost ?? 1024
-    cache.setValue(entry, forKey: key, cost: cost)
+    var entry = entry
+    let costed = entry.value as? any CacheCost
+    if let costed { entry.value = costed.keptCompactly() }
+    cache.setValue(entry, forKey: key, cost: costed?.cacheCost ?? 1024)
     if sources.insert(key, for: source) > max(4096, min(cache.countLimit, 1 << 20) * 2) {
       sources.prune { cache.contains($0) }
     }

@@ -92,6 +92,15 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     self.init(adopting: UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: offset))
   }
 
+  /// These bytes in memory of their own size when they sit in a recycled buffer more than an
+  /// eighth larger than they are; otherwise `self`. For a holder that keeps them for long (a
+  /// memory cache): a recycled buffer's unused tail may be resident (it held larger bytes before),
+  /// and would be kept with them.
+  package func compacted() -> ImageBytes {
+    guard let recycler, recycler.capacity - count > count / 8 else { return self }
+    return withUnsafeBytes { ImageBytes($0) }
+  }
+
   deinit {
     let held = memory.withLock { $0 }
     if let recycler, let start = held?.baseAddress {
