@@ -116,20 +116,19 @@ extension CacheCost where Self: Sendable {
 
 extension EncodedImage: CacheCost {
   public var cacheCost: Int { bytes.count }
-  package func keptCompactly() -> any Sendable {
-    var kept = self
-    kept.bytes = bytes.compacted()
-    return kept
-  }
+  package func keptCompactly() -> any Sendable { compacting(self, \.bytes) }
 }
 
 extension FetchedData: CacheCost {
   public var cacheCost: Int { bytes.count }
-  package func keptCompactly() -> any Sendable {
-    var kept = self
-    kept.bytes = bytes.compacted()
-    return kept
-  }
+  package func keptCompactly() -> any Sendable { compacting(self, \.bytes) }
+}
+
+/// `value` with the bytes at `path` compacted (``ImageBytes/compacted()``).
+private func compacting<Value: Sendable>(_ value: Value, _ path: WritableKeyPath<Value, ImageBytes>) -> any Sendable {
+  var kept = value
+  kept[keyPath: path] = value[keyPath: path].compacted()
+  return kept
 }
 
 /// A store that is named but not opened: what a `cache` stage gets while its pipeline is only
