@@ -50,6 +50,10 @@ package final class BufferRecycler: Sendable {
     self.maxIdleBytes = max(0, maxIdleBytes)
   }
 
+  /// The idle buffers go with the recycler (the `ImageBytes` made on its buffers hold it, so none
+  /// is still out).
+  deinit { trim() }
+
   /// Bytes held idle now.
   package var idleBytes: Int { idle.withLock { $0.bytes } }
 
