@@ -70,7 +70,7 @@ struct DarkroomCommand: AsyncParsableCommand {
   /// (which may hold URLs): such a run is about to fetch over HTTP. Only a guess, made before the
   /// command line is parsed: a wrong one costs a load of libcurl on an idle core, or nothing.
   static func mayFetchOverHTTP(_ arguments: [String]) -> Bool {
-    guard arguments.count > 2, arguments[1] == "run" else { return false }
+    guard arguments.count > 2, arguments[1] == RunCommand.configuration.commandName else { return false }
     return arguments.dropFirst(2).contains { argument in
       argument == "--input-list" || argument.hasPrefix("--input-list=")
         || (argument.contains("://") && !argument.lowercased().hasPrefix("file://"))

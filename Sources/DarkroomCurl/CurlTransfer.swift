@@ -320,7 +320,7 @@ final class BodyBuffer {
   /// Makes room for `capacity` bytes in total.
   func reserve(_ capacity: Int) {
     guard capacity > storage.count else { return }
-    let larger = BufferRecycler.shared.allocate(atLeast: max(capacity, 64 * 1024))
+    let larger = BufferRecycler.shared.allocate(atLeast: max(capacity, BufferRecycler.smallestKept))
     if count > 0, let target = larger.baseAddress, let source = storage.baseAddress {
       target.copyMemory(from: source, byteCount: count)
     }

@@ -29,7 +29,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   private let descriptor: Int32?
   private let declaredCount: Int
   /// Where the memory goes back, with its whole capacity, when the last reference goes.
-  private let recycler: (recycler: BufferRecycler, capacity: Int)?
+  private let returnedTo: (recycler: BufferRecycler, capacity: Int)?
 
   /// The number of bytes (for a file: its size when it was opened, or what could be read of it).
   public var count: Int { memory.withLock { $0?.count ?? declaredCount } }
@@ -39,7 +39,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     memory = Protected(buffer)
     descriptor = nil
     declaredCount = buffer.count
-    recycler = nil
+    returnedTo = nil
   }
 
   /// Takes ownership of the first `count` bytes of a buffer from `recycler`'s
@@ -50,7 +50,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     memory = Protected(UnsafeMutableRawBufferPointer(start: buffer.baseAddress, count: count))
     descriptor = nil
     declaredCount = count
-    self.recycler = (recycler, buffer.count)
+    returnedTo = (recycler, buffer.count)
   }
 
   /// Takes ownership of an open regular file of `count` bytes, read lazily; the descriptor is
@@ -59,7 +59,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     memory = Protected(nil)
     self.descriptor = descriptor
     declaredCount = count
-    recycler = nil
+    returnedTo = nil
     Self.openFileCount.add(1, ordering: .relaxed)
   }
 
@@ -97,14 +97,14 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   /// memory cache): a recycled buffer's unused tail may be resident (it held larger bytes before),
   /// and would be kept with them.
   package func compacted() -> ImageBytes {
-    guard let recycler, recycler.capacity - count > count / 8 else { return self }
+    guard let returnedTo, returnedTo.capacity - count > count / 8 else { return self }
     return withUnsafeBytes { ImageBytes($0) }
   }
 
   deinit {
     let held = memory.withLock { $0 }
-    if let recycler, let start = held?.baseAddress {
-      recycler.recycler.recycle(UnsafeMutableRawBufferPointer(start: start, count: recycler.capacity))
+    if let returnedTo, let start = held?.baseAddress {
+      returnedTo.recycler.recycle(UnsafeMutableRawBufferPointer(start: start, count: returnedTo.capacity))
     } else {
       held?.deallocate()
     }
