@@ -39,22 +39,29 @@ struct RootConfinementTests {
   /// Starts a thread that swaps the folder at `path` with the symlink at `path + ".link"` as fast
   /// as it can, atomically (`renameat2(RENAME_EXCHANGE)`: the path always exists, as a folder or
   /// as the link), until the returned function is called; that function waits for the thread and
-  /// returns how many swaps it made. The thread runs at the lowest priority (nice 19): it races
-  /// the reads whenever a core is free, but never starves the rest of a parallel test run.
+  /// returns how many swaps it made. It returns once the first swap is made (or has failed). The
+  /// thread runs at the lowest priority (nice 19): it races the reads whenever a core is free, but
+  /// never starves the rest of a parallel test run.
   func startSwapping(_ path: String) -> @Sendable () -> Int {
     let stop = Protected(false)
     let swaps = Protected(0)
     let done = DispatchSemaphore(value: 0)
+    let firstSwap = DispatchSemaphore(value: 0)
     let swapper = Thread {
       // On Linux, PRIO_PROCESS with 0 names the calling thread (the nice value is per thread).
       _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
       while !stop.value {
         guard dr_rename_exchange(AT_FDCWD, path, AT_FDCWD, path + ".link") == 0 else { break }
         swaps.withLock { $0 += 1 }
+        if swaps.value == 1 { firstSwap.signal() }
       }
+      if swaps.value == 0 { firstSwap.signal() }
       done.signal()
     }
     swapper.start()
+    // On a busy machine a nice-19 thread may not run before the race is over: it starts racing
+    // before the caller does.
+    firstSwap.wait()
     return {
       stop.withLock { $0 = true }
       done.wait()
