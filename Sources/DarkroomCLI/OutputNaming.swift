@@ -35,9 +35,12 @@ enum OutputNaming {
     var result = sources
     // First, the inputs of each group whose outputs meet get their extensions, when that keeps
     // them apart from each other and from every output name already in use.
+    // Each input's stems, made once: a name and its stems cost ~20 µs an input (200 inputs
+    // named before the first transfer starts).
+    let initialStems = sources.map { stems($0.name) }
     var taken = Set<UInt64>()
-    for source in sources { taken.formUnion(stems(source.name)) }
-    for members in meetings(result.map { stems($0.name) }) {
+    for made in initialStems { taken.formUnion(made) }
+    for members in meetings(initialStems) {
       let withExtension = members.map { suffixed(sources[$0].name, "-" + extensionOf(sources[$0])) }
       let made = withExtension.map(stems)
       let usable =

@@ -65,8 +65,30 @@ struct DestinationPolicy: Sendable {
   let allowedNames: Set<String>
 
   init(options: HTTPOptions) {
+    self = DestinationPolicy.made(for: options.allowHosts)
+  }
+
+  private init(allowHosts: [String]) {
+    var options = HTTPOptions()
+    options.allowHosts = allowHosts
     allowedRanges = options.allowedRanges
     allowedNames = options.allowedNames
+  }
+
+  /// Policies made so far, by their allowed hosts: every transfer needs one, and parsing its
+  /// hosts as address ranges cost ~10 µs a transfer. A process has a few; past 64 the table starts
+  /// afresh.
+  private static let made = Protected<[[String]: DestinationPolicy]>([:])
+
+  private static func made(for allowHosts: [String]) -> DestinationPolicy {
+    if allowHosts.isEmpty { return DestinationPolicy(allowHosts: []) }
+    if let known = made.withLock({ $0[allowHosts] }) { return known }
+    let policy = DestinationPolicy(allowHosts: allowHosts)
+    made.withLock { made in
+      if made.count >= 64 { made.removeAll() }
+      made[allowHosts] = policy
+    }
+    return policy
   }
 
   /// Nil when allowed; otherwise why not.

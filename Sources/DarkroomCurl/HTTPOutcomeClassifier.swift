@@ -122,7 +122,7 @@ struct HTTPOutcomeClassifier {
   }
 
   private func accepts(_ contentType: String?) -> Bool {
-    guard let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() else {
+    guard let type = contentType?.split(separator: ";").first.map({ HTTPWhitespace.trimmed($0).lowercased() }) else {
       return false
     }
     return options.acceptedContentTypes.contains { pattern in
@@ -135,7 +135,7 @@ struct HTTPOutcomeClassifier {
   /// `Retry-After` as seconds or an HTTP date, capped at 60 s.
   private func retryAfter(_ value: String?) -> Duration? {
     guard let value else { return nil }
-    if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return .seconds(min(seconds, 60)) }
+    if let seconds = Int(HTTPWhitespace.trimmed(value)), seconds >= 0 { return .seconds(min(seconds, 60)) }
     if let date = HTTPDate.parse(value) { return .seconds(min(60, max(0, Int(date.timeIntervalSinceNow)))) }
     return nil
   }

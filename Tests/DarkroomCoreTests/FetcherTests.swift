@@ -115,6 +115,22 @@ struct NetworkHelperTests {
     // Found by fuzzing: a 15-digit year overflowed the seconds count and trapped.
     #expect(HTTPDate.parse("Sun, 22 Nov 244444444444026 10:00:00 GMT") == nil)
     #expect(HTTPDate.parse("Fri, 31 Dec 9999 23:59:59 GMT")?.timeIntervalSince1970 == 253_402_300_799)
+    // HTTP's optional whitespace (spaces, tabs) around a value is not part of it; a Unicode
+    // space is not HTTP's whitespace.
+    #expect(HTTPDate.parse(" \tSun, 06 Nov 1994 08:49:37 GMT\t ")?.timeIntervalSince1970 == 784_111_777)
+    #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT\u{00A0}") == nil)
+  }
+
+  @Test("HTTP whitespace is trimmed on the bytes: spaces and tabs at both ends, nothing else")
+  func httpWhitespace() {
+    #expect(HTTPWhitespace.trimmed(" \t image/jpeg ; q=1\t ") == "image/jpeg ; q=1")
+    #expect(HTTPWhitespace.trimmed("image/jpeg") == "image/jpeg")
+    #expect(HTTPWhitespace.trimmed(" \t \t") == "")
+    #expect(HTTPWhitespace.trimmed("") == "")
+    #expect(HTTPWhitespace.trimmed("\u{00A0}é \u{3000}") == "\u{00A0}é \u{3000}")
+    #expect(HTTPWhitespace.trimmed("\r\nx\r\n") == "\r\nx\r\n")
+    let line = "a; charset=utf-8 "
+    #expect(HTTPWhitespace.trimmed(line.split(separator: ";")[1]) == "charset=utf-8")
   }
 
   @Test("freshness follows Cache-Control, then Expires")

@@ -54,6 +54,26 @@ struct ImageSourceNamingTests {
   // with its message, kept the test process's two cooperative threads busy long enough for
   // time-limited tests beside them to miss their limits.
 
+  @Test("a URL with nothing to hide is described as it was written; user and password are hidden")
+  func urlDescriptions() {
+    let plain = [
+      "http://127.0.0.1:8080/a.jpg", "https://example.com/a%20b.jpg?w=300&h=200#frag", "http://[::1]:9000/x/y.png",
+      "https://EXAMPLE.com/%E2%82%AC.jpg", "http://h/a;p?q=%25", "https://xn--bcher-kva.example/b.webp", "http://h",
+    ]
+    for text in plain {
+      guard case .url(let url) = ImageSource(text).location else {
+        Issue.record("\(text) is not a URL")
+        continue
+      }
+      // What the description was before the fast path: the URL taken apart and put together.
+      #expect(ImageSource(text).description == URLComponents(url: url, resolvingAgainstBaseURL: false)?.string)
+      #expect(ImageSource(text).description == url.absoluteString)
+    }
+    #expect(ImageSource("http://alice:s3cret@h/a.jpg").description == "http://***:***@h/a.jpg")
+    #expect(ImageSource("http://alice@h/a.jpg").description == "http://***@h/a.jpg")
+    #expect(ImageSource("http://:pw@h/a.jpg").description.contains("pw") == false)
+  }
+
   @Test("absolute paths match the split at slash bytes for 4,000 paths, and clean ones come back as they are")
   func absolute() {
     let paths = Self.paths(count: 4_000) + ["/", "/a", "/a/.", "/./a", "/a/", "/.a/..b", "/\u{301}a", "a/b"]

@@ -87,7 +87,7 @@ package enum HTTPDate {
 
   /// Parses an HTTP date, or `nil`.
   public static func parse(_ text: String) -> Date? {
-    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    let trimmed = HTTPWhitespace.trimmed(text)
     if let date = parseFixdate(trimmed) { return date }
     // HTTP dates are short printable ASCII; DateFormatter traps on some other text ("Incorrect
     // range", found by fuzzing a Retry-After holding UTF-8 bytes), so it never sees any.
