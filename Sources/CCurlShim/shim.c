@@ -74,6 +74,11 @@ CURLcode dr_set_opensocket_callback(CURL *easy, dr_opensocket_callback callback,
   return code ? code : curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, user);
 }
 
+CURLcode dr_set_prereq_callback(CURL *easy, dr_prereq_callback callback, void *user) {
+  CURLcode code = curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, callback);
+  return code ? code : curl_easy_setopt(easy, CURLOPT_PREREQDATA, user);
+}
+
 CURLcode dr_getinfo_long(CURL *easy, CURLINFO info, long *value) { return curl_easy_getinfo(easy, info, value); }
 CURLcode dr_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value) { return curl_easy_getinfo(easy, info, value); }
 CURLcode dr_getinfo_string(CURL *easy, CURLINFO info, const char **value) {

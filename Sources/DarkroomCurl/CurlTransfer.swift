@@ -125,6 +125,9 @@ final class CurlTransfer: @unchecked Sendable {
     _ = dr_set_header_callback(easy, curlHeader, user)
     _ = dr_set_progress_callback(easy, curlProgress, user)
     _ = dr_set_opensocket_callback(easy, curlOpenSocket, user)
+    // A pooled connection is reused without opening a socket: the guard looks again before every
+    // request, at the address the connection has.
+    _ = dr_set_prereq_callback(easy, curlBeforeRequest, user)
     // Every hop connects afresh (no pooled connection to another host), so that the host check
     // in the socket callback sees each one.
     if headerHost != nil { _ = dr_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
@@ -297,6 +300,29 @@ private let curlOpenSocket: dr_opensocket_callback = { user, _, address in
     return CURL_SOCKET_BAD
   }
   return dr_open_socket(address)
+}
+
+/// Before every request, new connection or reused: the same checks as ``curlOpenSocket``, on the
+/// address the connection has. A connection another transfer opened (one whose allowed hosts
+/// opened a non-public address, or one to another host) never carries this transfer past its own
+/// guard. An address that cannot be read is refused.
+private let curlBeforeRequest: dr_prereq_callback = { user, primaryIP, _, _, _ in
+  guard let transfer = transfer(user) else { return Int32(CURL_PREREQFUNC_ABORT) }
+  let host = transfer.currentHost()
+  if let first = transfer.headerHost, let host, host.lowercased() != first {
+    transfer.headersWithheld = "\(first) redirected to \(host)"
+    return Int32(CURL_PREREQFUNC_ABORT)
+  }
+  let text = primaryIP.map { String(cString: $0) } ?? ""
+  guard let address = AddressRange.parseAddress(text) else {
+    transfer.forbidden = "the address connected to (\(text.isEmpty ? "none" : text)) could not be read"
+    return Int32(CURL_PREREQFUNC_ABORT)
+  }
+  if let refusal = transfer.policy.refusal(address: address, host: host) {
+    transfer.forbidden = refusal
+    return Int32(CURL_PREREQFUNC_ABORT)
+  }
+  return Int32(CURL_PREREQFUNC_OK)
 }
 
 extension Duration {

@@ -151,6 +151,13 @@ struct HTTPTransportTests {
     #expect(await open.fetch(server.url("/to-localhost")).errorCode == .forbiddenDestination)
     let cidr = HTTPHarness { $0.allowHosts = ["127.0.0.0/8"] }
     #expect(await cidr.fetch(server.url("/a.jpg")).data != nil)
+    // The guard made for one set of allowed hosts is kept for it alone: after a transfer that
+    // allowed loopback, others still refuse it.
+    #expect(await closed.fetch(server.url("/a.jpg")).errorCode == .forbiddenDestination)
+    let other = HTTPHarness { $0.allowHosts = ["127.0.0.2/32", "localhost"] }
+    #expect(await other.fetch(server.url("/a.jpg")).errorCode == .forbiddenDestination)
+    #expect(await cidr.fetch(server.url("/a.jpg")).data != nil)
+    #expect(server.requestCount("/a.jpg") == 2)
   }
 
   @Test("the SSRF guard refuses IPv6 forms that embed an IPv4 address: compatible, translated, NAT64, also on a redirect")

@@ -55,6 +55,11 @@ CURLcode dr_set_write_callback(CURL *easy, dr_data_callback callback, void *user
 CURLcode dr_set_header_callback(CURL *easy, dr_data_callback callback, void *user);
 CURLcode dr_set_progress_callback(CURL *easy, dr_progress_callback callback, void *user);
 CURLcode dr_set_opensocket_callback(CURL *easy, dr_opensocket_callback callback, void *user);
+// Called before every request, on a new connection or a reused one (CURLOPT_PREREQFUNCTION,
+// libcurl 7.80): the address connected to as text. Returns CURL_PREREQFUNC_OK or
+// CURL_PREREQFUNC_ABORT.
+typedef int (*dr_prereq_callback)(void *user, char *primary_ip, char *local_ip, int primary_port, int local_port);
+CURLcode dr_set_prereq_callback(CURL *easy, dr_prereq_callback callback, void *user);
 
 CURLcode dr_getinfo_long(CURL *easy, CURLINFO info, long *value);
 CURLcode dr_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value);
