@@ -211,6 +211,22 @@ final class CurlTransfer: @unchecked Sendable {
     return true
   }
 
+  /// The guard's checks for a connection to `address` (nil: no address to check): a request with
+  /// headers of its own stays on its first host, and the address must be allowed. False, with the
+  /// reason stored on the transfer, when the transfer must stop.
+  fileprivate func mayProceed(connectedTo address: [UInt8]?) -> Bool {
+    let host = currentHost()
+    if let first = headerHost, let host, host.lowercased() != first {
+      headersWithheld = "\(first) redirected to \(host)"
+      return false
+    }
+    if let address, let refusal = policy.refusal(address: address, host: host) {
+      forbidden = refusal
+      return false
+    }
+    return true
+  }
+
   fileprivate func currentHost() -> String? {
     var pointer: UnsafePointer<CChar>?
     guard dr_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
@@ -290,15 +306,7 @@ private let curlOpenSocket: dr_opensocket_callback = { user, _, address in
   guard let transfer = transfer(user), let address else { return CURL_SOCKET_BAD }
   var bytes = [UInt8](repeating: 0, count: 16)
   let length = Int(dr_sockaddr_bytes(address, &bytes))
-  let host = transfer.currentHost()
-  if let first = transfer.headerHost, let host, host.lowercased() != first {
-    transfer.headersWithheld = "\(first) redirected to \(host)"
-    return CURL_SOCKET_BAD
-  }
-  if length > 0, let refusal = transfer.policy.refusal(address: Array(bytes.prefix(length)), host: host) {
-    transfer.forbidden = refusal
-    return CURL_SOCKET_BAD
-  }
+  guard transfer.mayProceed(connectedTo: length > 0 ? Array(bytes.prefix(length)) : nil) else { return CURL_SOCKET_BAD }
   return dr_open_socket(address)
 }
 
@@ -308,18 +316,11 @@ private let curlOpenSocket: dr_opensocket_callback = { user, _, address in
 /// guard. An address that cannot be read is refused.
 private let curlBeforeRequest: dr_prereq_callback = { user, primaryIP, _, _, _ in
   guard let transfer = transfer(user) else { return Int32(CURL_PREREQFUNC_ABORT) }
-  let host = transfer.currentHost()
-  if let first = transfer.headerHost, let host, host.lowercased() != first {
-    transfer.headersWithheld = "\(first) redirected to \(host)"
-    return Int32(CURL_PREREQFUNC_ABORT)
-  }
   let text = primaryIP.map { String(cString: $0) } ?? ""
-  guard let address = AddressRange.parseAddress(text) else {
+  let address = AddressRange.parseAddress(text)
+  guard transfer.mayProceed(connectedTo: address) else { return Int32(CURL_PREREQFUNC_ABORT) }
+  guard address != nil else {
     transfer.forbidden = "the address connected to (\(text.isEmpty ? "none" : text)) could not be read"
-    return Int32(CURL_PREREQFUNC_ABORT)
-  }
-  if let refusal = transfer.policy.refusal(address: address, host: host) {
-    transfer.forbidden = refusal
     return Int32(CURL_PREREQFUNC_ABORT)
   }
   return Int32(CURL_PREREQFUNC_OK)

@@ -43,11 +43,6 @@ public struct HTTPOptions: Sendable, Hashable {
 
   public init() {}
 
-  /// The address ranges in ``allowHosts``.
-  var allowedRanges: [AddressRange] { allowHosts.compactMap { AddressRange($0) } }
-  /// The host names in ``allowHosts`` (lower case).
-  var allowedNames: Set<String> { Set(allowHosts.filter { AddressRange($0) == nil }.map { $0.lowercased() }) }
-
   /// A stable description for stage identifiers (headers by name only).
   /// Every option that can change what is fetched or whether it is accepted is part of it; header
   /// values are left out (they may be secrets), their names are in.
@@ -65,31 +60,35 @@ struct DestinationPolicy: Sendable {
   let allowedNames: Set<String>
 
   init(options: HTTPOptions) {
-    self = DestinationPolicy.made(for: options.allowHosts)
+    let allowHosts = options.allowHosts
+    if allowHosts.isEmpty {
+      self.init(allowHosts: [])
+    } else if let known = Self.known.withLock({ $0[allowHosts] }) {
+      self = known
+    } else {
+      self.init(allowHosts: allowHosts)
+      Self.known.withLock { known in
+        if known.count >= 64 { known.removeAll() }
+        known[allowHosts] = self
+      }
+    }
   }
 
+  /// Each entry of `allowHosts` is an address range (CIDR) or else a host name (lower case).
   private init(allowHosts: [String]) {
-    var options = HTTPOptions()
-    options.allowHosts = allowHosts
-    allowedRanges = options.allowedRanges
-    allowedNames = options.allowedNames
+    var ranges: [AddressRange] = []
+    var names = Set<String>()
+    for entry in allowHosts {
+      if let range = AddressRange(entry) { ranges.append(range) } else { names.insert(entry.lowercased()) }
+    }
+    allowedRanges = ranges
+    allowedNames = names
   }
 
   /// Policies made so far, by their allowed hosts: every transfer needs one, and parsing its
   /// hosts as address ranges cost ~10 µs a transfer. A process has a few; past 64 the table starts
   /// afresh.
-  private static let made = Protected<[[String]: DestinationPolicy]>([:])
-
-  private static func made(for allowHosts: [String]) -> DestinationPolicy {
-    if allowHosts.isEmpty { return DestinationPolicy(allowHosts: []) }
-    if let known = made.withLock({ $0[allowHosts] }) { return known }
-    let policy = DestinationPolicy(allowHosts: allowHosts)
-    made.withLock { made in
-      if made.count >= 64 { made.removeAll() }
-      made[allowHosts] = policy
-    }
-    return policy
-  }
+  private static let known = Protected<[[String]: DestinationPolicy]>([:])
 
   /// Nil when allowed; otherwise why not.
   func refusal(address: [UInt8], host: String?) -> String? {
