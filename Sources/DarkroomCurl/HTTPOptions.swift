@@ -33,6 +33,9 @@ public struct HTTPOptions: Sendable, Hashable {
   public var retryBaseDelay: Duration = .milliseconds(200)
   /// Hosts and address ranges (CIDR) the SSRF guard lets through although they are not public.
   public var allowHosts: [String] = []
+  /// The name of the setting that fills ``allowHosts``, named by a refusal's message ("allow it
+  /// with …"): `privateHosts` for `darkroom serve`'s configuration. Changes nothing else.
+  public var allowHostsSetting: String = "allowHosts"
   /// The certificate authorities HTTPS transfers trust, instead of the system's store; `nil`
   /// trusts the system's store (libcurl's default CA file and directory).
   ///

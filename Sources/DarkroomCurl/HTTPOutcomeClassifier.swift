@@ -30,7 +30,7 @@ struct HTTPOutcomeClassifier {
     if let forbidden = outcome.forbidden, outcome.code != CURLE_OK {
       return fail(
         .forbiddenDestination,
-        "refused to connect for \(shown): \(forbidden); allow it with allowHosts if this is intended")
+        "refused to connect for \(shown): \(forbidden); allow it with \(options.allowHostsSetting) if this is intended")
     }
     if outcome.headersTooLarge {
       return fail(
@@ -100,14 +100,14 @@ struct HTTPOutcomeClassifier {
       var error = PipelineError(.httpStatus, "the server answered \(status) for \(shown)", source: shown)
       error.httpStatus = status
       let retryable = status >= 500 || status == 429
-      return .failure(error, retryable: retryable, retryAfter: retryable ? retryAfter(outcome.headers["retry-after"]) : nil)
+      return .failure(error, retryable: retryable, retryAfter: retryable ? Self.retryAfter(outcome.headers["retry-after"]) : nil)
     }
     let contentType = outcome.headers["content-type"]
     if !options.acceptedContentTypes.isEmpty, status != 304, !accepts(contentType) {
       return .failure(
         PipelineError(
           .unsupportedFormat,
-          "the server sent \(contentType ?? "no content type") for \(shown); accepted: \(options.acceptedContentTypes.joined(separator: ", "))",
+          "the server sent \(Self.described(contentType)) for \(shown); accepted: \(options.acceptedContentTypes.joined(separator: ", "))",
           source: shown), retryable: false, retryAfter: nil)
     }
     var metadata = outcome.headers
@@ -132,13 +132,30 @@ struct HTTPOutcomeClassifier {
     }
   }
 
-  /// `Retry-After` as seconds or an HTTP date, capped at 60 s.
-  private func retryAfter(_ value: String?) -> Duration? {
+  /// A response's content type for a message: `no content type` or `an empty content type`
+  /// when there is none to show.
+  static func described(_ contentType: String?) -> String {
+    guard let contentType else { return "no content type" }
+    let shown = HTTPWhitespace.trimmed(contentType)
+    return shown.isEmpty ? "an empty content type" : shown
+  }
+
+  /// `Retry-After` as seconds (`1*DIGIT`; more than an `Int` holds is the cap) or an HTTP date,
+  /// capped at 60 s.
+  static func retryAfter(_ value: String?) -> Duration? {
     guard let value else { return nil }
-    if let seconds = Int(HTTPWhitespace.trimmed(value)), seconds >= 0 { return .seconds(min(seconds, 60)) }
-    if let date = HTTPDate.parse(value) { return .seconds(min(60, max(0, Int(date.timeIntervalSinceNow)))) }
+    let text = HTTPWhitespace.trimmed(value)
+    if !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+      return .seconds(min(Int(text) ?? Self.retryAfterCap, Self.retryAfterCap))
+    }
+    if let date = HTTPDate.parse(value) {
+      return .seconds(Int(min(Double(Self.retryAfterCap), max(0, date.timeIntervalSinceNow))))
+    }
     return nil
   }
+
+  /// The longest wait a `Retry-After` can ask for, in seconds.
+  static let retryAfterCap = 60
 
   private func curlText(_ code: CURLcode) -> String { String(cString: dr_curl_strerror(code)) }
 }

@@ -82,6 +82,7 @@ public final class ImageServer: Sendable {
     http.maxBytes = configuration.maxSourceBytes
     http.maxRedirects = 0
     http.allowHosts = configuration.privateHosts
+    http.allowHostsSetting = "privateHosts"
     http.timeout = loaderConfiguration.timeout ?? .seconds(30)
     fetcher = Fetcher(
       maxBytes: configuration.maxSourceBytes, roots: configuration.root.map { [$0] } ?? [],

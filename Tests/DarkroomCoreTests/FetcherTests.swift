@@ -86,6 +86,29 @@ struct NetworkHelperTests {
     #expect(!AddressRange.nonPublic.contains { $0.contains([93, 184, 216, 34]) })
   }
 
+  @Test("a range's prefix length is plain decimal, and an IPv4-mapped range is the IPv4 range it maps")
+  func writtenRanges() throws {
+    for refused in [
+      "127.0.0.1/", "127.0.0.1/08", "127.0.0.1/+8", "127.0.0.1/-0", "127.0.0.1/ 8", "127.0.0.1/8 ", "::1/", "::1/0128",
+      "10.0.0.0/8/8", "/8", "127.0.0.1/٨", "127.0.0.1/1000",
+    ] {
+      #expect(AddressRange(refused) == nil, "\(refused) is refused")
+    }
+    #expect(AddressRange("127.0.0.1/0")?.prefixLength == 0)
+    #expect(AddressRange("10.0.0.0/8")?.prefixLength == 8)
+    #expect(AddressRange("::/128")?.prefixLength == 128)
+    let single = try #require(AddressRange("::ffff:127.0.0.1/128"))
+    #expect(single.contains([127, 0, 0, 1]))
+    #expect(!single.contains([127, 0, 0, 2]))
+    #expect(single.description == "127.0.0.1/32")
+    let mappedRange = try #require(AddressRange("::ffff:10.0.0.0/104"))
+    #expect(mappedRange.contains([10, 9, 8, 7]))
+    #expect(mappedRange.contains(try #require(AddressRange.parseAddress("::ffff:10.1.1.1"))))
+    #expect(!mappedRange.contains([11, 0, 0, 1]))
+    // A range wider than the mapped block stays IPv6 and opens no IPv4 address.
+    #expect(!(try #require(AddressRange("::ffff:10.0.0.0/80"))).contains([10, 0, 0, 1]))
+  }
+
   @Test("every IPv6 form that embeds an IPv4 address is non-public unless it is the mapped one of a public address")
   func embeddedIPv4() throws {
     func nonPublic(_ text: String) throws -> Bool {

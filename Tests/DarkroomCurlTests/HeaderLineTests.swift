@@ -50,3 +50,30 @@ struct HeaderLineTests {
     #expect(mismatches.count == 0, "\(mismatches.prefix(5))")
   }
 }
+
+/// Header values that reach messages and waits: the odd ones a hostile server can send.
+@Suite("Retry-After and Content-Type values")
+struct HeaderValueTests {
+  @Test("Retry-After is whole seconds or a date, at most 60 s, whatever its size")
+  func retryAfter() {
+    #expect(HTTPOutcomeClassifier.retryAfter("0") == .zero)
+    #expect(HTTPOutcomeClassifier.retryAfter(" 7\t") == .seconds(7))
+    #expect(HTTPOutcomeClassifier.retryAfter("120") == .seconds(60))
+    #expect(HTTPOutcomeClassifier.retryAfter("99999999999999999999999999") == .seconds(60))
+    #expect(HTTPOutcomeClassifier.retryAfter(String(repeating: "9", count: 5000)) == .seconds(60))
+    for refused in ["", " ", "-1", "+5", "5s", "1.5", "٣", "0x10"] {
+      #expect(HTTPOutcomeClassifier.retryAfter(refused) == nil, "\(refused)")
+    }
+    #expect(HTTPOutcomeClassifier.retryAfter(nil) == nil)
+    #expect(HTTPOutcomeClassifier.retryAfter("Fri, 31 Dec 9999 23:59:59 GMT") == .seconds(60))
+    #expect(HTTPOutcomeClassifier.retryAfter("Thu, 01 Jan 1970 00:00:00 GMT") == .zero)
+  }
+
+  @Test("a content type that is missing or blank is named so in messages")
+  func describedContentType() {
+    #expect(HTTPOutcomeClassifier.described(nil) == "no content type")
+    #expect(HTTPOutcomeClassifier.described("") == "an empty content type")
+    #expect(HTTPOutcomeClassifier.described(" \t ") == "an empty content type")
+    #expect(HTTPOutcomeClassifier.described(" text/html ") == "text/html")
+  }
+}

@@ -162,3 +162,27 @@ struct ServerHardeningTests {
     try await running.stop()
   }
 }
+
+@Suite("darkroom serve refusals")
+struct ServerRefusalTests {
+  @Test("a private origin the configuration does not open is refused; the log names the server's own setting")
+  func privateOriginRefused() async throws {
+    let origin = try await ServedFixtures.slowOrigin(images: 1, delay: .zero)
+    var configuration = ServedFixtures.configuration(origin: origin.baseURL)
+    configuration.privateHosts = []
+    let running = try await RunningServer.start(configuration)
+    let reply = try await running.get("/unsafe/20x20/0.jpg")
+    #expect(reply.status == 403, "\(String(decoding: reply.body, as: UTF8.self))")
+    // The client sees no detail; the operator's log has the fetcher's message.
+    let fetcher = running.server.fetcher
+    let pipeline = Pipeline(name: "serve-fetch") { fetcher }
+    let error = await #expect(throws: PipelineError.self) {
+      _ = try await pipeline.process(ImageSource(origin.url("/0.jpg")))
+    }
+    #expect(error?.code == .forbiddenDestination)
+    #expect(error?.message.contains("allow it with privateHosts") == true, "\(String(describing: error))")
+    #expect(origin.requestCount("/0.jpg") == 0)
+    try await running.stop()
+    try await origin.shutdown()
+  }
+}

@@ -57,6 +57,13 @@ struct PipelineDefinitionTests {
         ["version: unsupported version 2: this Darkroom reads version 1; update Darkroom or rewrite the file for version 1"]
       ),
       (
+        stages(#"{"stage": "fetch", "allowHosts": ["127.0.0.1/", "10.0.0.0/08", "::1/128"]}"#),
+        [
+          #"stages[0].allowHosts[0]: "127.0.0.1/" is not a valid CIDR range like "10.0.0.0/8""#,
+          #"stages[0].allowHosts[1]: "10.0.0.0/08" is not a valid CIDR range like "10.0.0.0/8""#,
+        ]
+      ),
+      (
         stages(#"{"stage": "fetch", "maxbytes": 10}"#),
         [#"stages[0].maxbytes: unknown option "maxbytes" for "fetch"; did you mean "maxBytes"?"#]
       ),

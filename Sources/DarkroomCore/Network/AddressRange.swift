@@ -14,14 +14,36 @@ package struct AddressRange: Sendable, Hashable, CustomStringConvertible {
   public let prefixLength: Int
 
   /// Parses `a.b.c.d/n`, `x:y::z/n` or a single address (a /32 or /128 range).
+  ///
+  /// The prefix length is plain decimal (`/8`, not `/08`, `/+8` or an empty `/`). An IPv4-mapped
+  /// range (`::ffff:a.b.c.d/n`, n ≥ 96) is the IPv4 range it maps, as addresses are compared.
   public init?(_ text: String) {
-    let parts = text.split(separator: "/", maxSplits: 1)
+    let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
     guard let first = parts.first, let bytes = AddressRange.parseAddress(String(first)) else { return nil }
     let maxLength = bytes.count * 8
-    let length = parts.count == 2 ? Int(parts[1]) : maxLength
-    guard let length, (0...maxLength).contains(length) else { return nil }
-    network = bytes
-    prefixLength = length
+    var length = maxLength
+    if parts.count == 2 {
+      guard let written = AddressRange.prefixLength(parts[1], atMost: maxLength) else { return nil }
+      length = written
+    }
+    let unmapped = AddressRange.unmapped(bytes)
+    if unmapped.count == 4, bytes.count == 16, length >= 96 {
+      network = unmapped
+      prefixLength = length - 96
+    } else {
+      network = bytes
+      prefixLength = length
+    }
+  }
+
+  /// A prefix length written as 1 to 3 decimal digits without a leading zero, at most `maxLength`.
+  private static func prefixLength(_ text: Substring, atMost maxLength: Int) -> Int? {
+    let digits = text.utf8
+    guard (1...3).contains(digits.count), digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+    else { return nil }
+    guard digits.count == 1 || digits.first != UInt8(ascii: "0"), let value = Int(text), value <= maxLength
+    else { return nil }
+    return value
   }
 
   /// Whether an address (4 or 16 bytes) lies in the range. IPv4-mapped IPv6 addresses
