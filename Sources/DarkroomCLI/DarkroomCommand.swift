@@ -77,6 +77,19 @@ struct DarkroomCommand: AsyncParsableCommand {
     }
   }
 
+  /// A `run` command line parsed with `run` as the root command, or nil for anything but a run
+  /// to start (an error, `--help`, `--generate-completion-script`), which the whole command tree
+  /// then parses again for its message.
+  ///
+  /// ArgumentParser's parse of the whole tree builds every subcommand's configuration and tries
+  /// the command line as a completion-script request too: 29 % of its time in a one-image run
+  /// (Docs/Performance.md, "Tenth stop"). `run` names `darkroom` as its super-command, which skips
+  /// the completion check when `run` is the root (and is read nowhere else).
+  static func parsedQuickly(_ arguments: [String]) -> RunCommand? {
+    guard arguments.first == RunCommand.configuration.commandName else { return nil }
+    return (try? RunCommand.parseAsRoot(Array(arguments.dropFirst()))) as? RunCommand
+  }
+
   /// Parses the command line and runs the command it names.
   private static func runCommandLine() async {
     // Swift repairs an argument that is not UTF-8 with U+FFFD, which can name another file that
@@ -99,7 +112,7 @@ struct DarkroomCommand: AsyncParsableCommand {
     let signals = arguments.first == RunCommand.configuration.commandName ? StopSignals() : nil
     let (parsed, folded) = FoldedArguments.fold(arguments)
     do {
-      var command = try parseAsRoot(parsed)
+      var command = try parsedQuickly(parsed) ?? parseAsRoot(parsed)
       switch command {
       case var run as RunCommand:
         run.input.inputs = folded.unfold(run.input.inputs)

@@ -7,6 +7,7 @@ import Foundation
 struct RunCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "run",
+    _superCommandName: "darkroom",
     abstract: "Run a pipeline file over inputs (files, folders, file://, http(s):// and data: URLs).",
     discussion: """
       Outputs are written by the pipeline's "write" stage, or, when the pipeline ends with \
