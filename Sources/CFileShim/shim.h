@@ -95,6 +95,20 @@ static inline int dr_open_unnamed(int dirfd, unsigned int mode) {
 #endif
 }
 
+/// open(2) with O_TMPFILE on a directory's path: an unnamed regular file in `directory`, open for
+/// reading and writing (a fetched body written as it arrives, read back with pread(2), linked in
+/// with linkat(2) when it is saved). Returns the descriptor, or -1 with errno set.
+static inline int dr_open_unnamed_at_path(const char *directory, unsigned int mode) {
+#if defined(__linux__) && defined(__O_TMPFILE)
+  return open(directory, __O_TMPFILE | O_DIRECTORY | O_RDWR | O_CLOEXEC, mode);
+#else
+  (void)directory;
+  (void)mode;
+  errno = EOPNOTSUPP;
+  return -1;
+#endif
+}
+
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif

@@ -253,8 +253,12 @@ struct RunCommand: AsyncParsableCommand {
         produced == ObjectIdentifier(EncodedImage.self)
         ? AnyStage(writer) : produced == ObjectIdentifier(FetchedData.self) ? AnyStage(saver) : nil
       if let finalWriter {
+        // A pipeline that only fetches has its bodies written into the output directory as
+        // they arrive, and the saver links each file into place (HTTPOptions.spoolDirectory).
+        let spooled = capture == nil && graph.stages.count == 1 && finalWriter.kind == BytesWriter.kind
+        let stages = spooled ? graph.stages.map { $0.spoolingBodies(into: output) } : graph.stages
         do {
-          graph = try StageGraph(name: graph.name, stages: graph.stages + [finalWriter], fusion: graph.fusionEnabled)
+          graph = try StageGraph(name: graph.name, stages: stages + [finalWriter], fusion: graph.fusionEnabled)
         } catch {
           Terminal.error("error: \(error.message)")
           throw ExitStatus.invalidPipeline

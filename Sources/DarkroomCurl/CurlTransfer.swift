@@ -19,7 +19,7 @@ final class CurlTransfer: @unchecked Sendable {
   private var headerList: UnsafeMutablePointer<curl_slist>?
 
   // Written by callbacks on the loop thread.
-  let body = BodyBuffer()
+  let body: BodyBuffer
   var headers: [String: String] = [:]
   var exceededLimit = false
   var forbidden: String?
@@ -49,16 +49,20 @@ final class CurlTransfer: @unchecked Sendable {
   }
 
   init?(
-    url: String, options: HTTPOptions, conditional: [String: String], upload: Upload? = nil,
+    url: String, options: HTTPOptions, conditional: [String: String], upload: Upload? = nil, spool: Int32 = -1,
     progress: (@Sendable (Int, Int?) -> Void)?
   ) {
-    guard let easy = dr_easy_new() else { return nil }
+    guard let easy = dr_easy_new() else {
+      if spool >= 0 { close(spool) }
+      return nil
+    }
     self.easy = easy
     self.url = url
     self.maxBytes = options.maxBytes
     self.policy = DestinationPolicy(options: options)
     self.headerHost = options.headers.isEmpty ? nil : URLComponents(string: url)?.host?.lowercased()
     self.progress = progress
+    body = BodyBuffer(spool: spool)
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     configure(options: options, conditional: conditional, upload: upload)
@@ -153,8 +157,7 @@ final class CurlTransfer: @unchecked Sendable {
       // maxBytes up front. Larger bodies grow as they arrive.
       body.reserve(min(length, 4 << 20))
     }
-    body.append(data)
-    return true
+    return body.append(data)
   }
 
   /// The most bytes of response header lines kept for one response (libcurl's own limit for a
@@ -254,6 +257,9 @@ struct CurlOutcome: Sendable {
   /// The HTTP version of the last response (`CURLINFO_HTTP_VERSION`: `CURL_HTTP_VERSION_1_1`…),
   /// 0 when none arrived.
   var httpVersion = 0
+  /// The error (`errno`) that stopped writing the body into its unnamed file
+  /// (``HTTPOptions/spoolDirectory``); 0 when none did.
+  var spoolFailure: Int32 = 0
 }
 
 extension CurlTransfer {
@@ -274,7 +280,8 @@ extension CurlTransfer {
     return CurlOutcome(
       code: code, status: status, headers: headers, body: body.take(), errorText: errorText, effectiveURL: effective,
       exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled, headersWithheld: headersWithheld,
-      headersTooLarge: headersTooLarge || oversizedHeader, connected: connected, httpVersion: httpVersion)
+      headersTooLarge: headersTooLarge || oversizedHeader, connected: connected, httpVersion: httpVersion,
+      spoolFailure: body.spoolFailure)
   }
 }
 
@@ -331,44 +338,5 @@ extension Duration {
   var milliseconds: Int64 {
     let parts = components
     return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
-  }
-}
-
-/// The response body as it arrives: one growing allocation that becomes the ``ImageBytes`` of the
-/// fetched data without a copy (sized from `Content-Length` when the server sends one). Its memory
-/// comes from the shared ``BufferRecycler``: a body that was written or decoded leaves its pages
-/// to the next transfer, which then fills memory the kernel need not fault in again.
-final class BodyBuffer {
-  private var storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-  private(set) var count = 0
-
-  deinit { BufferRecycler.shared.recycle(storage) }
-
-  /// Makes room for `capacity` bytes in total.
-  func reserve(_ capacity: Int) {
-    guard capacity > storage.count else { return }
-    let larger = BufferRecycler.shared.allocate(atLeast: max(capacity, BufferRecycler.smallestKept))
-    if count > 0, let target = larger.baseAddress, let source = storage.baseAddress {
-      target.copyMemory(from: source, byteCount: count)
-    }
-    BufferRecycler.shared.recycle(storage)
-    storage = larger
-  }
-
-  func append(_ data: UnsafeRawBufferPointer) {
-    if count + data.count > storage.count { reserve(max(count + data.count, storage.count * 2)) }
-    if let target = storage.baseAddress, let source = data.baseAddress {
-      (target + count).copyMemory(from: source, byteCount: data.count)
-    }
-    count += data.count
-  }
-
-  /// Hands the bytes over (the buffer is empty afterwards).
-  func take() -> ImageBytes {
-    guard storage.baseAddress != nil else { return ImageBytes([]) }
-    let bytes = ImageBytes(recycling: storage, count: count)
-    storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-    count = 0
-    return bytes
   }
 }

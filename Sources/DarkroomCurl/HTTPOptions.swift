@@ -36,6 +36,23 @@ public struct HTTPOptions: Sendable, Hashable {
   /// The name of the setting that fills ``allowHosts``, named by a refusal's message ("allow it
   /// with …"): `privateHosts` for `darkroom serve`'s configuration. Changes nothing else.
   public var allowHostsSetting: String = "allowHosts"
+  /// A directory where response bodies are written as they arrive, each into an unnamed file
+  /// (`O_TMPFILE`), instead of into memory; `nil` keeps them in memory.
+  ///
+  /// For a pipeline that saves what it fetches: the fetched bytes stay in their file
+  /// (``ImageBytes/streamingDescriptor``) and a `save` (``BytesWriter``) into the same file system
+  /// links that file into place, so a body is never copied after libcurl received it. `darkroom
+  /// run` sets it to `--output` for pipelines that only fetch. Where the directory cannot hold
+  /// unnamed files (missing, another kind of file system, no descriptors left), bodies stay in
+  /// memory; a write that fails there (a full disk) fails the fetch with `writeFailed`.
+  ///
+  /// ```swift
+  /// options.spoolDirectory = "mirror"
+  /// let mirror = Pipeline(name: "mirror") {
+  ///   Fetcher(transports: [HTTPTransport(options: options)]); BytesWriter(directory: "mirror")
+  /// }
+  /// ```
+  public var spoolDirectory: String?
   /// The certificate authorities HTTPS transfers trust, instead of the system's store; `nil`
   /// trusts the system's store (libcurl's default CA file and directory).
   ///

@@ -38,6 +38,13 @@ struct HTTPOutcomeClassifier {
         "the response headers are too large for \(shown): more than \(CurlTransfer.maxHeaderBytes) bytes of headers (a broken or hostile server)"
       )
     }
+    if outcome.spoolFailure != 0 {
+      let reason = String(cString: strerror(outcome.spoolFailure))
+      return fail(
+        .writeFailed,
+        "cannot keep the body of \(shown) in \(options.spoolDirectory ?? "the spool directory"): \(reason) "
+          + "(bodies are written there as they arrive, to be saved; free space there)")
+    }
     if outcome.exceededLimit || outcome.code == CURLE_FILESIZE_EXCEEDED {
       return fail(.tooLarge, "\(shown) is larger than the limit of \(options.maxBytes) bytes (maxBytes)")
     }

@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomHTTPTestServer
 import Foundation
 import Testing
 
@@ -135,6 +136,45 @@ struct DiskFaultTests {
     for name in kept {  // whatever was written is whole: identical to the run with room
       let written = try Data(contentsOf: URL(fileURLWithPath: work + "/kept-" + name))
       #expect(written == (try Data(contentsOf: URL(fileURLWithPath: work + "/roomy/" + name))), "\(name) is partial")
+    }
+  }
+
+  @Test("a fetch-only run onto a full disk: bodies written as they arrive fail with writeFailed (ENOSPC), only whole files stay")
+  func fullDiskWhileFetching() async throws {
+    let photos = try ["Examples/images/dunes.jpg", "Examples/images/rings.png", "Examples/images/checker.webp"].map {
+      try [UInt8](Data(contentsOf: Runner.package.appendingPathComponent($0)))
+    }
+    var routes: [String: TestResponse] = [:]
+    for index in 0..<12 { routes["/\(index).img"] = .ok(body: photos[index % photos.count], contentType: "image/jpeg") }
+    let server = try await TestHTTPServer.start(routes: routes)
+    defer { Task { try? await server.shutdown() } }
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    try FileManager.default.createDirectory(atPath: work + "/full", withIntermediateDirectories: true)
+    try Data(#"{"version": 1, "stages": [{"stage": "fetch", "allowHosts": ["127.0.0.1"], "retries": 0}]}"#.utf8).write(
+      to: URL(fileURLWithPath: work + "/mirror.json"))
+    let urls = (0..<12).map { server.url("/\($0).img") }.joined(separator: " ")
+    // Room for a few of the bodies, never all twelve.
+    let room = photos.map(\.count).reduce(0, +) + photos.map(\.count).min()!
+    let run = try await MountNamespace.run(
+      """
+      mount -t tmpfs -o size=\(room) tmpfs "$WORK/full"
+      status=0
+      "$DARKROOM" run "$WORK/mirror.json" \(urls) --output "$WORK/full" --fetch-concurrency 4 || status=$?
+      ls -A "$WORK/full" > "$WORK/full-files.txt"
+      for f in "$WORK"/full/*; do cp "$f" "$WORK/kept-$(basename "$f")"; done
+      exit $status
+      """, work: work)
+    #expect(run.status == 1, "\(run.stderr)")
+    #expect(run.stderr.contains("writeFailed: cannot keep the body of http://127.0.0.1"), "\(run.stderr)")
+    #expect(run.stderr.contains("No space left on device"), "\(run.stderr)")
+    let kept = try String(contentsOfFile: work + "/full-files.txt", encoding: .utf8).split(separator: "\n").map(String.init)
+    #expect(!kept.isEmpty && kept.count < 12, "\(kept)")
+    #expect(!kept.contains { $0.hasSuffix(".tmp") }, "temporary files left: \(kept)")
+    for name in kept {  // whatever was saved is whole: the body the server sent for it
+      let index = try #require(Int(name.split(separator: ".")[0]), "\(name)")
+      let written = try [UInt8](Data(contentsOf: URL(fileURLWithPath: work + "/kept-" + name)))
+      #expect(written == photos[index % photos.count], "\(name) is partial")
     }
   }
 

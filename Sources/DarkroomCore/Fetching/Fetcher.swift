@@ -217,3 +217,28 @@ private struct Revalidation: Stage {
 
   func resource(for input: ImageSource) -> StageResource { original.resource(for: input) }
 }
+
+/// A transport that can write response bodies into unnamed files of a directory as they arrive
+/// instead of into memory (the HTTP transport: ``HTTPOptions/spoolDirectory``), for a pipeline
+/// whose fetched bytes are saved as they are.
+package protocol SpoolingTransport: FetchTransport {
+  /// This transport, writing bodies into unnamed files in `directory`.
+  func spooling(into directory: String) -> Self
+}
+
+extension AnyStage {
+  /// This stage with the bodies of its spooling transports (``SpoolingTransport``) written into
+  /// `directory` as they arrive, when it is a fetch stage; otherwise the stage itself. Its kind
+  /// and identifiers stay: the bytes fetched are the same.
+  ///
+  /// ```swift
+  /// let stages = graph.stages.map { $0.spoolingBodies(into: "out") }
+  /// ```
+  package func spoolingBodies(into directory: String) -> AnyStage {
+    guard var fetcher = base as? Fetcher else { return self }
+    fetcher.transports = fetcher.transports.map { transport in
+      (transport as? any SpoolingTransport)?.spooling(into: directory) ?? transport
+    }
+    return AnyStage(fetcher, kind: kind, identifier: identifier, fusedKinds: fusedKinds)
+  }
+}

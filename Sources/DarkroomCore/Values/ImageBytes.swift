@@ -63,6 +63,25 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     Self.openFileCount.add(1, ordering: .relaxed)
   }
 
+  /// Takes ownership of an unnamed file (`O_TMPFILE`, open for reading) holding a fetched body of
+  /// `count` bytes written as it arrived: read lazily like ``init(openFile:count:)``, and linked
+  /// into place by the first ``AtomicFile`` write that saves it (the file becomes that output;
+  /// later writes of the same bytes copy it).
+  package convenience init(spooledFile descriptor: Int32, count: Int) {
+    self.init(openFile: descriptor, count: count)
+    linkableSpool.store(true, ordering: .releasing)
+  }
+
+  /// Whether the file is an unnamed spooled body no write has linked in yet.
+  private let linkableSpool = Atomic<Bool>(false)
+
+  /// The unnamed file of a spooled body (``init(spooledFile:count:)``), for the one write that
+  /// links it into place; nil for any other bytes, and for every call after the first.
+  package func takeSpooledFile() -> Int32? {
+    guard let descriptor, linkableSpool.exchange(false, ordering: .acquiringAndReleasing) else { return nil }
+    return descriptor
+  }
+
   private static let openFileCount = Atomic<Int>(0)
 
   /// How many `ImageBytes` hold an open file right now. `FileTransport` reads files into memory

@@ -84,6 +84,12 @@ package enum AtomicFile {
     var status = stat()
     let exists = fstatat(folder, last, &status, AT_SYMLINK_NOFOLLOW) == 0
     if exists, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
+    // A fetched body already in an unnamed file of this file system is linked in as it is.
+    if !exists, let spooled = bytes.takeSpooledFile(),
+      try linkSpooled(spooled, count: bytes.count, in: folder, as: last, overwrite: overwrite, path: path, commit: commit)
+    {
+      return
+    }
     // A new file is linked in whole; one to replace is renamed over (a link cannot replace).
     if !exists, unnamedFiles.withLock({ $0 }),
       try writeUnnamed(bytes, in: folder, as: last, overwrite: overwrite, path: path, commit: commit)
@@ -178,6 +184,45 @@ package enum AtomicFile {
       throw stopped(path)
     }
     return true
+  }
+
+  /// Links the unnamed file of a spooled body (``ImageBytes/init(spooledFile:count:)``) in as
+  /// `last`: its bytes are already written, so none is copied. Returns false, having linked
+  /// nothing, where that cannot be done (another file system, no `/proc`, a descriptor that is not
+  /// an unnamed regular file of `count` bytes); the caller then writes the bytes as usual. The
+  /// checks after the link and on a stop are ``writeUnnamed(_:in:as:overwrite:path:commit:)``'s.
+  private static func linkSpooled(
+    _ descriptor: Int32, count: Int, in folder: Int32, as last: String, overwrite: Bool, path: String, commit: () -> Bool
+  ) throws -> Bool {
+    var spooled = stat()
+    var directory = stat()
+    guard fstat(descriptor, &spooled) == 0, fstat(folder, &directory) == 0, spooled.st_mode & S_IFMT == S_IFREG,
+      spooled.st_nlink == 0, spooled.st_size == count, spooled.st_dev == directory.st_dev
+    else { return false }
+    let number = beginUnnamed()
+    defer { endUnnamed(number) }
+    guard !isStopped(number), commit() else { throw stopped(path) }
+    guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", folder, last, AT_SYMLINK_FOLLOW) == 0 else {
+      if errno == EEXIST, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
+      return false
+    }
+    guard namesFile(folder, last, spooled) else {
+      var linked = stat()
+      if stat("/proc/self/fd/\(descriptor)", &linked) == 0, namesFile(folder, last, linked) { unlinkat(folder, last, 0) }
+      return false
+    }
+    if isStopped(number) {
+      if namesFile(folder, last, spooled) { unlinkat(folder, last, 0) }
+      throw stopped(path)
+    }
+    return true
+  }
+
+  /// Opens an unnamed file in `directory` (`O_TMPFILE`, for reading and writing) to hold a body
+  /// as it arrives: a later ``write(_:named:in:overwrite:commit:)`` of its
+  /// ``ImageBytes/init(spooledFile:count:)`` links it in. The descriptor, or -1 with `errno` set.
+  package static func openSpool(in directory: String) -> Int32 {
+    dr_open_unnamed_at_path(directory, 0o644)
   }
 
   /// The error of a write stopped before its file got its name.
