@@ -44,7 +44,15 @@ final class BodyBuffer {
 
   deinit {
     BufferRecycler.shared.recycle(storage)
-    if spool >= 0 { close(spool) }
+    if spool >= 0 { AtomicFile.closeSpool(spool) }
+  }
+
+  /// Keeps this body in memory instead of in its unnamed file: for a response that will not be
+  /// saved (an error page, a redirect), which then never reaches the disk. Before the first piece.
+  func keepInMemory() {
+    guard spool >= 0, count == 0 else { return }
+    AtomicFile.closeSpool(spool)
+    spool = -1
   }
 
   /// Makes room for `capacity` bytes in total (nothing to do for a body that goes to a file).

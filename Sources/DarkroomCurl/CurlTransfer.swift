@@ -152,6 +152,14 @@ final class CurlTransfer: @unchecked Sendable {
       exceededLimit = true
       return false
     }
+    if body.count == 0 {
+      // Only a body that can be saved (2xx) goes to its unnamed file; an error page stays in
+      // memory, so that a full disk never hides the status (or stops the retry) it brings.
+      var status = 0
+      if dr_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || !(200..<300).contains(status) {
+        body.keepInMemory()
+      }
+    }
     if body.count == 0, let length = headers["content-length"].flatMap(Int.init), length > 0, length <= maxBytes {
       // Trust a declared length only so far: a hostile server could make every transfer reserve
       // maxBytes up front. Larger bodies grow as they arrive.

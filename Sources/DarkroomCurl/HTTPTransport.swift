@@ -90,20 +90,13 @@ public struct HTTPTransport: FetchTransport {
     let deadline = clock.now + limited.timeout * (limited.retries + 1)
     var attempt = 0
     while true {
-      let spool = upload == nil ? await Self.openSpool(in: limited.spoolDirectory) : -1
-      guard
-        let transfer = CurlTransfer(
-          url: url.absoluteString, options: limited, conditional: conditional, upload: upload, spool: spool,
-          progress: progress)
-      else {
-        throw PipelineError(.fetchFailed, "libcurl could not create a transfer", source: source.description)
-      }
-      let outcome = await CurlMultiLoop.shared.perform(transfer)
-      switch HTTPOutcomeClassifier(options: limited, source: source).classify(outcome) {
+      let (result, cancelled) = try await runAttempt(
+        url, source: source, options: limited, conditional: conditional, upload: upload, progress: progress)
+      switch result {
       case .success(let data):
         return data
       case .failure(let error, let retryable, let retryAfter):
-        if outcome.cancelled || Task.isCancelled { throw CancellationError() }
+        if cancelled || Task.isCancelled { throw CancellationError() }
         guard retryable, attempt < limited.retries else { throw error }
         let delay = retryAfter ?? Self.backoff(attempt: attempt, base: limited.retryBaseDelay)
         guard clock.now + delay < deadline else { throw error }
@@ -113,18 +106,36 @@ public struct HTTPTransport: FetchTransport {
     }
   }
 
-  /// Exponential backoff with jitter: a random 50–100 % of base × 2^attempt (at most 30 s).
+  /// One attempt: a transfer, and what it came to. The transfer and a body that is not returned
+  /// (a spooled one holds a file) are gone when it returns, before a retry waits.
+  private func runAttempt(
+    _ url: URL, source: ImageSource, options: HTTPOptions, conditional: [String: String], upload: CurlTransfer.Upload?,
+    progress: (@Sendable (Int, Int?) -> Void)?
+  ) async throws -> (HTTPOutcomeClassifier.Result, cancelled: Bool) {
+    let spool = upload == nil ? await Self.openSpool(in: options.spoolDirectory) : -1
+    guard
+      let transfer = CurlTransfer(
+        url: url.absoluteString, options: options, conditional: conditional, upload: upload, spool: spool,
+        progress: progress)
+    else {
+      throw PipelineError(.fetchFailed, "libcurl could not create a transfer", source: source.description)
+    }
+    let outcome = await CurlMultiLoop.shared.perform(transfer)
+    return (HTTPOutcomeClassifier(options: options, source: source).classify(outcome), outcome.cancelled)
+  }
+
   /// An unnamed file in `directory` for one attempt's body (``HTTPOptions/spoolDirectory``), made
   /// on the blocking pool: creating a file is a file-system call that can wait on the disk, and
   /// on the transfer thread it held up every other transfer (ext4's inode allocation took ~0.1 ms
   /// per file after a batch's files were deleted). -1 without a directory, or where no unnamed
-  /// file can be made there (missing, another kind of file system, no descriptors left): the
-  /// body then stays in memory.
+  /// file can be made there (missing, another kind of file system, the spool's share of the
+  /// descriptor limit in use: ``AtomicFile/openSpool(in:)``): the body then stays in memory.
   private static func openSpool(in directory: String?) async -> Int32 {
     guard let directory else { return -1 }
     return (try? await BlockingPool.shared.run { AtomicFile.openSpool(in: directory) }) ?? -1
   }
 
+  /// Exponential backoff with jitter: a random 50–100 % of base × 2^attempt (at most 30 s).
   static func backoff(attempt: Int, base: Duration) -> Duration {
     let ceiling = min(base * (1 << min(attempt, 16)), .seconds(30))
     let fraction = Double.random(in: 0.5...1.0)

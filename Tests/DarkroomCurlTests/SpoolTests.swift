@@ -99,4 +99,42 @@ struct SpoolTests {
     #expect(await harness.fetch(server.url("/gone.jpg")).errorCode == .httpStatus)
     #expect(Self.names(in: spool).isEmpty)
   }
+
+  @Test("spool files take at most their share of the descriptor limit, and every one is closed")
+  func descriptorBudget() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/big.jpg": .ok(body: Self.body, contentType: "image/jpeg"),
+      "/gone.jpg": .status(404, body: Self.body),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let spool = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: spool) }
+    let before = AtomicFile.openSpoolCount
+    var opened: [Int32] = []
+    while opened.count < AtomicFile.maxOpenSpools - before {
+      let descriptor = AtomicFile.openSpool(in: spool)
+      try #require(descriptor >= 0, "spool \(opened.count) of \(AtomicFile.maxOpenSpools)")
+      opened.append(descriptor)
+    }
+    #expect(AtomicFile.openSpool(in: spool) == -1 && errno == EMFILE)
+    // With the budget spent, a fetch keeps its body in memory.
+    let inMemory = try await HTTPHarness { $0.spoolDirectory = spool }.fetch(server.url("/big.jpg")).get()
+    #expect(inMemory.bytes.streamingDescriptor == nil && inMemory.bytes.count == Self.body.count)
+    for descriptor in opened { AtomicFile.closeSpool(descriptor) }
+    #expect(AtomicFile.openSpoolCount == before)
+    do {
+      let spooled = try await HTTPHarness { $0.spoolDirectory = spool }.fetch(server.url("/big.jpg")).get()
+      #expect(spooled.bytes.streamingDescriptor != nil)
+      #expect(AtomicFile.openSpoolCount == before + 1)
+    }
+    #expect(AtomicFile.openSpoolCount == before, "the spooled bytes closed their file when released")
+    // An error page stays in memory: its spool file is closed before the body arrives.
+    let harness = HTTPHarness {
+      $0.spoolDirectory = spool
+      $0.retries = 0
+    }
+    #expect(await harness.fetch(server.url("/gone.jpg")).errorCode == .httpStatus)
+    #expect(AtomicFile.openSpoolCount == before)
+    #expect(Self.names(in: spool).isEmpty)
+  }
 }

@@ -69,16 +69,22 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   /// later writes of the same bytes copy it).
   package convenience init(spooledFile descriptor: Int32, count: Int) {
     self.init(openFile: descriptor, count: count)
-    linkableSpool.store(true, ordering: .releasing)
+    spool.store(Self.linkableSpool, ordering: .releasing)
   }
 
-  /// Whether the file is an unnamed spooled body no write has linked in yet.
-  private let linkableSpool = Atomic<Bool>(false)
+  /// 0 for bytes that are not a spooled body; ``linkableSpool`` for one no write has linked in
+  /// yet, ``linkedSpool`` after.
+  private let spool = Atomic<UInt8>(0)
+  private static let linkableSpool: UInt8 = 1
+  private static let linkedSpool: UInt8 = 2
 
   /// The unnamed file of a spooled body (``init(spooledFile:count:)``), for the one write that
   /// links it into place; nil for any other bytes, and for every call after the first.
   package func takeSpooledFile() -> Int32? {
-    guard let descriptor, linkableSpool.exchange(false, ordering: .acquiringAndReleasing) else { return nil }
+    guard let descriptor,
+      spool.compareExchange(expected: Self.linkableSpool, desired: Self.linkedSpool, ordering: .acquiringAndReleasing)
+        .exchanged
+    else { return nil }
     return descriptor
   }
 
@@ -130,6 +136,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     if let descriptor {
       close(descriptor)
       Self.openFileCount.subtract(1, ordering: .relaxed)
+      if spool.load(ordering: .relaxed) != 0 { AtomicFile.spoolClosed() }
     }
   }
 

@@ -1,5 +1,6 @@
 import CFileShim
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -220,10 +221,41 @@ package enum AtomicFile {
 
   /// Opens an unnamed file in `directory` (`O_TMPFILE`, for reading and writing) to hold a body
   /// as it arrives: a later ``write(_:named:in:overwrite:commit:)`` of its
-  /// ``ImageBytes/init(spooledFile:count:)`` links it in. The descriptor, or -1 with `errno` set.
+  /// ``ImageBytes/init(spooledFile:count:)`` links it in. The descriptor (to be closed with
+  /// ``closeSpool(_:)``, or by the `ImageBytes` made on it), or -1 with `errno` set: `EMFILE`
+  /// when ``maxOpenSpools`` are open, so that spooled bodies never take the descriptors that
+  /// sockets and outputs need.
   package static func openSpool(in directory: String) -> Int32 {
-    dr_open_unnamed_at_path(directory, 0o644)
+    guard openSpools.add(1, ordering: .relaxed).newValue <= maxOpenSpools else {
+      openSpools.subtract(1, ordering: .relaxed)
+      errno = EMFILE
+      return -1
+    }
+    let descriptor = dr_open_unnamed_at_path(directory, 0o644)
+    if descriptor < 0 { openSpools.subtract(1, ordering: .relaxed) }
+    return descriptor
   }
+
+  /// Closes a descriptor from ``openSpool(in:)`` that no `ImageBytes` took.
+  package static func closeSpool(_ descriptor: Int32) {
+    close(descriptor)
+    spoolClosed()
+  }
+
+  /// Counts a spool descriptor closed (by ``closeSpool(_:)``, or by its `ImageBytes`).
+  static func spoolClosed() { openSpools.subtract(1, ordering: .relaxed) }
+
+  /// How many descriptors from ``openSpool(in:)`` are open now.
+  package static var openSpoolCount: Int { openSpools.load(ordering: .relaxed) }
+  private static let openSpools = Atomic<Int>(0)
+
+  /// The most spool files open at once: an eighth of the soft descriptor limit (128 under the
+  /// usual 1024), at most 4096. A transfer holds a socket as well, and its output a directory.
+  package static let maxOpenSpools: Int = {
+    var limit = rlimit()
+    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 16 }
+    return Int(min(max(limit.rlim_cur / 8, 4), 4096))
+  }()
 
   /// The error of a write stopped before its file got its name.
   private static func stopped(_ path: String) -> NSError {
