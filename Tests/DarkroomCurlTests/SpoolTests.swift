@@ -60,16 +60,20 @@ struct SpoolTests {
     #expect(data.bytes.withUnsafeBytes { Array($0) } == Self.body, "the bytes read back whole")
   }
 
-  @Test("a save that cannot link (an existing file to replace, another file system) copies the spooled bytes")
-  func replaceCopies() async throws {
+  @Test("a spooled body replaces a file by a link and a rename; a save to another file system copies it")
+  func replaceAndCopy() async throws {
     let server = try await TestHTTPServer.start(routes: ["/big.jpg": .ok(body: Self.body, contentType: "image/jpeg")])
     defer { Task { try? await server.shutdown() } }
     let spool = try Self.folder()
     defer { try? FileManager.default.removeItem(atPath: spool) }
     try Data("old".utf8).write(to: URL(fileURLWithPath: spool + "/a.jpg"))
     let data = try await HTTPHarness { $0.spoolDirectory = spool }.fetch(server.url("/big.jpg")).get()
+    var spooled = stat()
+    #expect(fstat(try #require(data.bytes.streamingDescriptor), &spooled) == 0)
     try AtomicFile.write(data.bytes, named: "a.jpg", in: spool)
     #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: spool + "/a.jpg"))) == Self.body)
+    #expect(Self.inode(spool + "/a.jpg") == UInt64(spooled.st_ino), "the replacement is the spooled file itself")
+    #expect(Self.names(in: spool) == ["a.jpg"], "no temporary file is left")
     let elsewhere = "/dev/shm/darkroom-spool-" + UUID().uuidString
     guard FileManager.default.fileExists(atPath: "/dev/shm") else { return }
     defer { try? FileManager.default.removeItem(atPath: elsewhere) }

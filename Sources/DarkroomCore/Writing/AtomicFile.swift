@@ -102,12 +102,18 @@ package enum AtomicFile {
     let temporary = ".darkroom-\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
     // Known to a process stopping early (``removeTemporaries()``), by the path it was made under.
     let registered = shown + "/" + temporary
+    defer { inProgress.withLock { _ = $0.paths.remove(registered) } }
+    // A spooled body that replaces a file gets the temporary name by a link: nothing is copied.
+    if let spooled = bytes.takeSpooledFile(),
+      linkTemporary(spooled, count: bytes.count, as: temporary, in: folder, registered: registered)
+    {
+      return try rename(temporary, to: last, in: folder, path: path, commit: commit)
+    }
     let (descriptor, failed) = createTemporary(temporary, in: folder, registered: registered)
     guard descriptor >= 0 else {
       if failed == ECANCELED { throw stopped(path) }
       throw posixError("cannot create \(shown)/\(temporary)", code: failed)
     }
-    defer { inProgress.withLock { _ = $0.paths.remove(registered) } }
     // The errno of the first failing write or close.
     var failure = bytes.withUnsafeBytes { DescriptorIO.writeAll(descriptor, $0) } ?? 0
     if close(descriptor) != 0, failure == 0 { failure = errno }
@@ -115,6 +121,13 @@ package enum AtomicFile {
       unlinkat(folder, temporary, 0)
       throw posixError("", code: failure)  // the caller names the file: "cannot write …: No space left on device"
     }
+    try rename(temporary, to: last, in: folder, path: path, commit: commit)
+  }
+
+  /// Renames the written `temporary` over `last` if `commit` still says yes; removes it otherwise.
+  private static func rename(_ temporary: String, to last: String, in folder: Int32, path: String, commit: () -> Bool)
+    throws
+  {
     guard commit() else {
       unlinkat(folder, temporary, 0)
       throw stopped(path)
@@ -195,11 +208,7 @@ package enum AtomicFile {
   private static func linkSpooled(
     _ descriptor: Int32, count: Int, in folder: Int32, as last: String, overwrite: Bool, path: String, commit: () -> Bool
   ) throws -> Bool {
-    var spooled = stat()
-    var directory = stat()
-    guard fstat(descriptor, &spooled) == 0, fstat(folder, &directory) == 0, spooled.st_mode & S_IFMT == S_IFREG,
-      spooled.st_nlink == 0, spooled.st_size == count, spooled.st_dev == directory.st_dev
-    else { return false }
+    guard let spooled = linkableSpool(descriptor, count: count, in: folder) else { return false }
     let number = beginUnnamed()
     defer { endUnnamed(number) }
     guard !isStopped(number), commit() else { throw stopped(path) }
@@ -256,6 +265,43 @@ package enum AtomicFile {
     guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 16 }
     return Int(min(max(limit.rlim_cur / 8, 4), 4096))
   }()
+
+  /// Links the unnamed file of a spooled body in as the temporary file `temporary` (registered as
+  /// `registered`, in one step under the registry's lock, as ``createTemporary(_:in:registered:)``
+  /// does), for a rename over the file it replaces. False, having linked nothing, where that
+  /// cannot be done (the checks of ``linkSpooled(_:count:in:as:overwrite:path:commit:)``, or the
+  /// process is stopping); the caller then writes the bytes as usual.
+  private static func linkTemporary(_ descriptor: Int32, count: Int, as temporary: String, in folder: Int32, registered: String)
+    -> Bool
+  {
+    guard let spooled = linkableSpool(descriptor, count: count, in: folder) else { return false }
+    return inProgress.withLock { state in
+      guard !state.closed,
+        linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", folder, temporary, AT_SYMLINK_FOLLOW) == 0
+      else { return false }
+      state.paths.insert(registered)
+      guard namesFile(folder, temporary, spooled) else {
+        var linked = stat()
+        if stat("/proc/self/fd/\(descriptor)", &linked) == 0, namesFile(folder, temporary, linked) {
+          unlinkat(folder, temporary, 0)
+        }
+        state.paths.remove(registered)
+        return false
+      }
+      return true
+    }
+  }
+
+  /// The status of a spooled body's file when it can be linked into `folder`: an unnamed regular
+  /// file (no link yet) of `count` bytes on the same file system; nil otherwise.
+  private static func linkableSpool(_ descriptor: Int32, count: Int, in folder: Int32) -> stat? {
+    var spooled = stat()
+    var directory = stat()
+    guard fstat(descriptor, &spooled) == 0, fstat(folder, &directory) == 0, spooled.st_mode & S_IFMT == S_IFREG,
+      spooled.st_nlink == 0, spooled.st_size == count, spooled.st_dev == directory.st_dev
+    else { return nil }
+    return spooled
+  }
 
   /// The error of a write stopped before its file got its name.
   private static func stopped(_ path: String) -> NSError {
