@@ -47,6 +47,9 @@ final class BodyBuffer {
     if spool >= 0 { AtomicFile.closeSpool(spool) }
   }
 
+  /// Whether the body goes into an unnamed file.
+  var isSpooled: Bool { spool >= 0 }
+
   /// Keeps this body in memory instead of in its unnamed file: for a response that will not be
   /// saved (an error page, a redirect), which then never reaches the disk. Before the first piece.
   func keepInMemory() {

@@ -53,7 +53,7 @@ final class CurlTransfer: @unchecked Sendable {
     progress: (@Sendable (Int, Int?) -> Void)?
   ) {
     guard let easy = dr_easy_new() else {
-      if spool >= 0 { close(spool) }
+      if spool >= 0 { AtomicFile.closeSpool(spool) }
       return nil
     }
     self.easy = easy
@@ -152,7 +152,7 @@ final class CurlTransfer: @unchecked Sendable {
       exceededLimit = true
       return false
     }
-    if body.count == 0 {
+    if body.count == 0, body.isSpooled {
       // Only a body that can be saved (2xx) goes to its unnamed file; an error page stays in
       // memory, so that a full disk never hides the status (or stops the retry) it brings.
       var status = 0

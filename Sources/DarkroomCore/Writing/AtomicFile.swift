@@ -172,20 +172,10 @@ package enum AtomicFile {
       close(descriptor)
       throw stopped(path)
     }
-    // The link follows the magic link to this very file; `last` itself is never followed: a
-    // symlink (or anything) of that name makes the link fail with EEXIST.
-    guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", folder, last, AT_SYMLINK_FOLLOW) == 0 else {
-      let failure = errno
+    let linked = link(descriptor, written, in: folder, as: last)
+    guard case .linked = linked else {
       close(descriptor)
-      if failure == EEXIST, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
-      return false
-    }
-    // The name must now be this file: a /proc that is not procfs (a mount over /proc/self/fd)
-    // could have linked another file in. Then that link is taken back and the named path used.
-    guard namesFile(folder, last, written) else {
-      var linked = stat()
-      if stat("/proc/self/fd/\(descriptor)", &linked) == 0, namesFile(folder, last, linked) { unlinkat(folder, last, 0) }
-      close(descriptor)
+      if case .failed(EEXIST) = linked, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
       return false
     }
     // A stop during the link takes the file back, as it removes a temporary file before its
@@ -212,13 +202,9 @@ package enum AtomicFile {
     let number = beginUnnamed()
     defer { endUnnamed(number) }
     guard !isStopped(number), commit() else { throw stopped(path) }
-    guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", folder, last, AT_SYMLINK_FOLLOW) == 0 else {
-      if errno == EEXIST, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
-      return false
-    }
-    guard namesFile(folder, last, spooled) else {
-      var linked = stat()
-      if stat("/proc/self/fd/\(descriptor)", &linked) == 0, namesFile(folder, last, linked) { unlinkat(folder, last, 0) }
+    let linked = link(descriptor, spooled, in: folder, as: last)
+    guard case .linked = linked else {
+      if case .failed(EEXIST) = linked, !overwrite { throw posixError("\(path) exists", code: EEXIST) }
       return false
     }
     if isStopped(number) {
@@ -276,20 +262,35 @@ package enum AtomicFile {
   {
     guard let spooled = linkableSpool(descriptor, count: count, in: folder) else { return false }
     return inProgress.withLock { state in
-      guard !state.closed,
-        linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", folder, temporary, AT_SYMLINK_FOLLOW) == 0
-      else { return false }
+      guard !state.closed, case .linked = link(descriptor, spooled, in: folder, as: temporary) else { return false }
       state.paths.insert(registered)
-      guard namesFile(folder, temporary, spooled) else {
-        var linked = stat()
-        if stat("/proc/self/fd/\(descriptor)", &linked) == 0, namesFile(folder, temporary, linked) {
-          unlinkat(folder, temporary, 0)
-        }
-        state.paths.remove(registered)
-        return false
-      }
       return true
     }
+  }
+
+  /// What ``link(_:_:in:as:)`` did.
+  private enum LinkResult {
+    /// `name` is now the file.
+    case linked
+    /// Nothing was linked, for this `errno` (`EEXIST`: something has that name).
+    case failed(Int32)
+    /// The link named another file (a `/proc` that is not procfs), and was taken back.
+    case takenBack
+  }
+
+  /// Links the open file `descriptor`, whose status is `status`, in as `name` in `folder`. The
+  /// link follows the magic link `/proc/self/fd/N` to this very file; `name` itself is never
+  /// followed: a symlink (or anything) of that name makes the link fail with `EEXIST`. The name
+  /// must then be this file: a `/proc` that is not procfs (a mount over `/proc/self/fd`) could
+  /// have linked another file in, and that link is taken back.
+  private static func link(_ descriptor: Int32, _ status: stat, in folder: Int32, as name: String) -> LinkResult {
+    guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", folder, name, AT_SYMLINK_FOLLOW) == 0 else { return .failed(errno) }
+    guard namesFile(folder, name, status) else {
+      var linked = stat()
+      if stat("/proc/self/fd/\(descriptor)", &linked) == 0, namesFile(folder, name, linked) { unlinkat(folder, name, 0) }
+      return .takenBack
+    }
+    return .linked
   }
 
   /// The status of a spooled body's file when it can be linked into `folder`: an unnamed regular
