@@ -41,6 +41,9 @@ final class CurlTransfer: @unchecked Sendable {
   /// Names the transfer in the loop's cancellation list, which must not keep it alive.
   let id = CurlTransfer.lastID.add(1, ordering: .relaxed).newValue
   var continuation: CheckedContinuation<CurlOutcome, Never>?
+  /// Whether the transfer waits for a connection it can multiplex on (`CURLOPT_PIPEWAIT`): set
+  /// by ``CurlTransferLoops`` before it hands the transfer to a loop.
+  var waitsForMultiplexing = false
 
   /// A request body to POST, and its content type.
   struct Upload: Sendable {

@@ -35,7 +35,7 @@ public struct HTTPTransport: FetchTransport {
   /// Bounds how many HTTP transfers run at once in the whole process (default 64); more wait in
   /// the order they were asked.
   public static func setMaxConcurrentTransfers(_ count: Int) {
-    CurlMultiLoop.shared.maxConcurrentTransfers = count
+    CurlTransferLoops.shared.maxConcurrentTransfers = count
   }
 
   public func fetch(_ source: ImageSource, limits: FetchLimits, context: StageContext) async throws -> FetchedData {
@@ -120,7 +120,7 @@ public struct HTTPTransport: FetchTransport {
     else {
       throw PipelineError(.fetchFailed, "libcurl could not create a transfer", source: source.description)
     }
-    let outcome = await CurlMultiLoop.shared.perform(transfer)
+    let outcome = await CurlTransferLoops.shared.perform(transfer)
     return (HTTPOutcomeClassifier(options: options, source: source).classify(outcome), outcome.cancelled)
   }
 

@@ -1,7 +1,7 @@
 import CCurl
 import Foundation
 
-/// What the multi loop remembers of each origin's HTTP version, to decide whether a new transfer
+/// What the multi loops remember of each origin's HTTP version, to decide whether a new transfer
 /// waits for a connection it could multiplex on (`CURLOPT_PIPEWAIT`).
 ///
 /// Waiting pays off only for HTTP/2: a transfer that waits shares the connection being set up
@@ -15,7 +15,8 @@ import Foundation
 ///   origin waits only for the first connection's TLS handshake, where ALPN tells libcurl whether
 ///   it can multiplex; a server without ALPN holds the first burst until its first response, once.
 ///
-/// Owned by the loop thread. At most ``capacity`` origins are kept; past that the least recently
+/// Owned by ``CurlTransferLoops`` (under its lock), which also keeps every transfer to an origin
+/// that may multiplex on one loop: a connection belongs to one loop's multi handle. At most ``capacity`` origins are kept; past that the least recently
 /// used quarter is forgotten (and then treated as unknown).
 struct OriginProtocols {
   enum Version: Equatable {

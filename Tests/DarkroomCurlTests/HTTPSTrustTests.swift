@@ -42,7 +42,7 @@ struct HTTPSTrustTests {
         // Stands for the directory libcurl was built with (a default, set before anything else).
         _ = dr_setopt_string(transfer.easy, CURLOPT_CAPATH, tls.path("system"))
         if let authorities { transfer.trust(authorities) }
-        return await CurlMultiLoop.shared.perform(transfer).code
+        return await CurlTransferLoops.shared.perform(transfer).code
       }
       #expect(try await perform(trusting: nil) == CURLE_OK)  // the directory alone is trusted
       #expect(try await perform(trusting: otherAuthority) == CURLE_PEER_FAILED_VERIFICATION)
