@@ -32,6 +32,8 @@ final class CurlTransfer: @unchecked Sendable {
   /// Bytes of header lines of the current response; past ``maxHeaderBytes`` the transfer stops.
   private var headerBytes = 0
   var headersTooLarge = false
+  /// The `errno` of the last socket the open-socket callback could not open; 0 when none failed.
+  var socketFailure: Int32 = 0
   private var lastProgress = ContinuousClock.now
 
   private let cancelFlag = Atomic<Bool>(false)
@@ -271,6 +273,9 @@ struct CurlOutcome: Sendable {
   /// The error (`errno`) that stopped writing the body into its unnamed file
   /// (``HTTPOptions/spoolDirectory``); 0 when none did.
   var spoolFailure: Int32 = 0
+  /// The error (`errno`) of the last socket that could not be opened (`EMFILE` when the process
+  /// is out of descriptors); 0 when none failed. libcurl reports only "could not connect".
+  var socketFailure: Int32 = 0
 }
 
 extension CurlTransfer {
@@ -292,7 +297,7 @@ extension CurlTransfer {
       code: code, status: status, headers: headers, body: body.take(), errorText: errorText, effectiveURL: effective,
       exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled, headersWithheld: headersWithheld,
       headersTooLarge: headersTooLarge || oversizedHeader, connected: connected, httpVersion: httpVersion,
-      spoolFailure: body.spoolFailure)
+      spoolFailure: body.spoolFailure, socketFailure: socketFailure)
   }
 }
 
@@ -325,7 +330,9 @@ private let curlOpenSocket: dr_opensocket_callback = { user, _, address in
   var bytes = [UInt8](repeating: 0, count: 16)
   let length = Int(dr_sockaddr_bytes(address, &bytes))
   guard transfer.mayProceed(connectedTo: length > 0 ? Array(bytes.prefix(length)) : nil) else { return CURL_SOCKET_BAD }
-  return dr_open_socket(address)
+  let socket = dr_open_socket(address)
+  if socket == CURL_SOCKET_BAD { transfer.socketFailure = errno }
+  return socket
 }
 
 /// Before every request, new connection or reused: the same checks as ``curlOpenSocket``, on the

@@ -65,6 +65,12 @@ struct HTTPOutcomeClassifier {
       return fail(.fetchFailed, "cannot resolve the host of \(shown): \(cause.text)")
     case CURLE_TOO_MANY_REDIRECTS:
       return fail(.tooManyRedirects, "\(shown) redirected more than \(options.maxRedirects) times (maxRedirects) or in a loop")
+    case CURLE_COULDNT_CONNECT where outcome.socketFailure == EMFILE || outcome.socketFailure == ENFILE:
+      return fail(
+        .fetchFailed,
+        "cannot open a connection for \(shown): \(String(cString: strerror(outcome.socketFailure))) (the process is out of "
+          + "file descriptors: raise its limit, ulimit -n, or fetch fewer at once, --fetch-concurrency)",
+        retryable: true)
     case CURLE_COULDNT_CONNECT:
       return fail(.fetchFailed, "cannot connect to the server of \(shown): \(cause.text)", retryable: true)
     case CURLE_PARTIAL_FILE:

@@ -1,4 +1,5 @@
 import DarkroomCore
+import DarkroomHTTPTestServer
 import Foundation
 import Testing
 
@@ -265,5 +266,37 @@ extension RunnerBoundaryTests {
       done != nil && files.count == done, "\(files.count) files for \(String(describing: done)) done: \(run.stderr.suffix(400))")
     #expect(timedOut.allSatisfy { !files.contains($0 + "-thumb.jpg") }, "files of timed-out inputs: \(files)")
     #expect((done ?? 0) + timedOut.count == 64, "\(run.stderr.suffix(400))")
+  }
+}
+
+extension RunnerBoundaryTests {
+  @Test("a run out of file descriptors says so, not that the server could not be reached; what it saved is whole")
+  func outOfDescriptors() async throws {
+    let body = try [UInt8](Data(contentsOf: Runner.package.appendingPathComponent("Examples/images/dunes.jpg")))
+    // The requests that get a connection are held until 40 are there (never: the descriptors run
+    // out first), then answered a second later.
+    let server = try await TestHTTPServer.start(routes: [
+      "/held": .gathered(count: 40, within: .seconds(1), then: .ok(body: body, contentType: "image/jpeg"))
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let work = try Runner.temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: work) }
+    try Data(#"{"version": 1, "stages": [{"stage": "fetch", "allowHosts": ["127.0.0.1"], "retries": 0}]}"#.utf8).write(
+      to: URL(fileURLWithPath: work + "/mirror.json"))
+    try Data((0..<40).map { server.url("/held?n=\($0)") + "\n" }.joined().utf8).write(
+      to: URL(fileURLWithPath: work + "/urls.txt"))
+    let run = try await Shell.run(
+      """
+      ulimit -n 40
+      "$DARKROOM" run "$WORK/mirror.json" --input-list "$WORK/urls.txt" --fetch-concurrency 40 --output "$WORK/out"
+      """, work: work)
+    #expect(run.status == 1, "\(run.stderr)")
+    #expect(run.stderr.contains("(the process is out of file descriptors"), "\(run.stderr)")
+    #expect(run.stderr.contains("Too many open files"), "\(run.stderr)")
+    #expect(!run.stderr.contains("cannot connect to the server"), "\(run.stderr)")
+    // The connections kept alive hold the descriptors a save needs: those fail with the same reason.
+    let saved = (try? FileManager.default.contentsOfDirectory(atPath: work + "/out")) ?? []
+    #expect(saved.count < 40, "\(saved)")
+    for name in saved { #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: work + "/out/" + name))) == body, "\(name)") }
   }
 }
