@@ -34,7 +34,7 @@ struct OriginProtocols {
 
   /// Whether a new transfer to `url` should wait for a connection it can multiplex on.
   mutating func waitsForMultiplexing(_ url: String) -> Bool {
-    guard let origin = Self.origin(of: url), origin.hasPrefix("https://") else { return false }
+    guard Self.isHTTPS(url), let origin = Self.origin(of: url), origin.hasPrefix("https://") else { return false }
     guard let entry = known[origin] else { return true }
     clock &+= 1
     known[origin] = (entry.version, clock)
@@ -44,7 +44,8 @@ struct OriginProtocols {
   /// Remembers the version (`CURLINFO_HTTP_VERSION`) a transfer to `url` used; 0 (no response) is
   /// not remembered.
   mutating func record(_ url: String, httpVersion: Int) {
-    guard httpVersion != 0, let origin = Self.origin(of: url) else { return }
+    // Only HTTPS origins are looked up (plain HTTP never waits): nothing else is worth parsing.
+    guard httpVersion != 0, Self.isHTTPS(url), let origin = Self.origin(of: url) else { return }
     clock &+= 1
     known[origin] = (httpVersion >= Int(CURL_HTTP_VERSION_2_0) ? .http2 : .http1, clock)
     if known.count > Self.capacity { forgetLeastRecentlyUsed() }
@@ -53,6 +54,11 @@ struct OriginProtocols {
   private mutating func forgetLeastRecentlyUsed() {
     let oldest = known.sorted { $0.value.used < $1.value.used }.prefix(Self.capacity / 4)
     for (origin, _) in oldest { known.removeValue(forKey: origin) }
+  }
+
+  /// Whether `url` starts with `https:` (in any case), before it is parsed.
+  static func isHTTPS(_ url: String) -> Bool {
+    url.prefix(6).lowercased() == "https:"
   }
 
   /// `scheme://host:port`, lower case, with the scheme's default port filled in.

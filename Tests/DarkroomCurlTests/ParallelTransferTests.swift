@@ -88,7 +88,11 @@ struct ParallelTransferTests {
     let waits5 = origins.waitsForMultiplexing("https://a.example/z")
     #expect(waits5)
     origins.record("https://b.example/", httpVersion: 0)
+    origins.record("http://c.example/", httpVersion: 2)  // plain HTTP never waits: not kept
     #expect(origins.count == 1)
+    origins.record("HTTPS://D.example/", httpVersion: 2)
+    let waits7 = origins.waitsForMultiplexing("hTTps://d.EXAMPLE:443/")
+    #expect(!waits7 && origins.count == 2)
     for index in 0..<(OriginProtocols.capacity * 3) {
       origins.record("https://host\(index).example/", httpVersion: 2)
       #expect(origins.count <= OriginProtocols.capacity)
