@@ -28,13 +28,15 @@ final class CurlMultiLoop: @unchecked Sendable {
   /// Whether the loop has a multi handle (and a thread); one without is given no transfers.
   var isUsable: Bool { multi != nil }
 
-  init(name: String, ended: @escaping @Sendable (CurlTransfer, CurlOutcome) -> CurlTransfer?) {
+  /// A loop named `name` (its thread's name), keeping at most `maxConnections` connections open
+  /// after use (`CURLMOPT_MAXCONNECTS`).
+  init(name: String, maxConnections: Int, ended: @escaping @Sendable (CurlTransfer, CurlOutcome) -> CurlTransfer?) {
     self.ended = ended
     _ = try? Curl.initialize()
     multi = dr_multi_new()
     if let multi {
       _ = dr_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-      _ = dr_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 64)
+      _ = dr_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxConnections)
     }
     guard multi != nil else { return }  // unusable: CurlTransferLoops fails its transfers itself
     let thread = Thread { [self] in run() }

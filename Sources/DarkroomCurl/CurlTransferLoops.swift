@@ -46,6 +46,8 @@ final class CurlTransferLoops: Sendable {
   }
   private let state = Protected(State())
   private let maxLoops: Int
+  /// Connections kept open after use, over all loops.
+  static let maxIdleConnections = 64
 
   /// What became of a transfer asked for.
   private enum Admission {
@@ -160,7 +162,10 @@ final class CurlTransferLoops: Sendable {
       if let preferred, state.load[preferred] == state.load[index] { index = preferred }
       return index
     }
-    let loop = CurlMultiLoop(name: "darkroom.curl.\(state.loops.count)") { [weak self] transfer, outcome in
+    // The process keeps at most 64 connections open after use, as with one loop.
+    let connections = max(16, Self.maxIdleConnections / maxLoops)
+    let loop = CurlMultiLoop(name: "darkroom.curl.\(state.loops.count)", maxConnections: connections) {
+      [weak self] transfer, outcome in
       guard let self, let next = self.next(after: transfer, outcome: outcome) else { return nil }
       if next.sameLoop { return next.transfer }
       self.start(next.transfer, on: next.loop)

@@ -47,6 +47,20 @@ struct TransferLoopsTests {
     #expect(loops.runningCount == 0 && loops.waitingCount == 0)
   }
 
+  @Test("eight transfers at once over at most four loops: four loops, two transfers each, all eight at the server at once")
+  func fourLoops() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/held": .gathered(count: 8, within: .seconds(10), then: .ok(body: Array("ok".utf8)))
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let loops = CurlTransferLoops(maxLoops: 4)
+    loops.maxConcurrentTransfers = 8
+    let outcomes = try await Self.performAll((0..<8).map { server.url("/held?n=\($0)") }, options: Self.loopback, on: loops)
+    #expect(outcomes.allSatisfy { $0.code == CURLE_OK && $0.status == 200 })
+    #expect(server.peakGathered("/held") == 8)
+    #expect(loops.loopCount == 4)
+  }
+
   @Test("one transfer at a time keeps to one loop and reuses its connection")
   func sequentialKeepsOneLoop() async throws {
     let server = try await TestHTTPServer.start(routes: ["/a": .ok(body: Array("a".utf8))])
