@@ -8,9 +8,11 @@ import Foundation
 /// A transfer's bytes cross the kernel twice (received, then written into a file or copied into
 /// memory), and on one loop thread that copying is one core's work: `curl --parallel` is held to
 /// one core the same way. With a loop per core (at most four), transfers are spread over the
-/// cores, each loop keeping its own connections alive. A new transfer goes to the loop with the
-/// fewest transfers (the first, when they are even, so a run of one transfer at a time keeps to
-/// one loop and its connections); a second loop starts only once the first has a transfer.
+/// cores, each loop keeping its own connections alive. A new transfer goes to the loop its
+/// origin's last transfer ran on, for the connection left open there, while that loop runs fewer
+/// than its share of the limit; else to the loop with the fewest transfers (the first among
+/// equals). So one transfer at a time keeps to one loop, a burst to one origin is spread evenly,
+/// and a second loop starts only once the first has its share.
 ///
 /// A connection belongs to one loop, so transfers that may share one stay together: every
 /// transfer to an origin that may speak HTTP/2 (``OriginProtocols``) goes to the loop that already
@@ -42,12 +44,16 @@ final class CurlTransferLoops: Sendable {
     var placed: [UInt64: (loop: Int, multiplexed: String?)] = [:]
     /// The loop of each origin whose running transfers may multiplex, and how many run there.
     var multiplexing: [String: (loop: Int, count: Int)] = [:]
+    /// The loop each origin's last transfer was placed on (at most ``maxRemembered`` origins).
+    var lastLoop: [String: Int] = [:]
     var origins = OriginProtocols()
   }
   private let state = Protected(State())
   private let maxLoops: Int
   /// Connections kept open after use, over all loops.
   static let maxIdleConnections = 64
+  /// Origins whose last loop is remembered; past that the memory starts again.
+  static let maxRemembered = 1024
 
   /// What became of a transfer asked for.
   private enum Admission {
@@ -137,7 +143,8 @@ final class CurlTransferLoops: Sendable {
     }
   }
 
-  /// Counts `transfer` running on a loop: that of its origin's transfers when it may multiplex,
+  /// Counts `transfer` running on a loop: that of its origin's running transfers when it may
+  /// multiplex; else its origin's last loop while that loop has less than its share of the limit;
   /// else the one with the fewest transfers (a new loop when every one has some and there may be
   /// more).
   private func place(
@@ -145,12 +152,28 @@ final class CurlTransferLoops: Sendable {
   ) -> (CurlMultiLoop, CurlTransfer) {
     transfer.waitsForMultiplexing = state.origins.waitsForMultiplexing(transfer.url)
     let origin = transfer.waitsForMultiplexing ? OriginProtocols.origin(of: transfer.url) : nil
-    let chosen = origin.flatMap { state.multiplexing[$0]?.loop } ?? leastLoaded(&state, preferring: preferred)
+    let key = Self.originKey(transfer.url)
+    let share = max(1, (state.limit + maxLoops - 1) / maxLoops)
+    let chosen =
+      origin.flatMap { state.multiplexing[$0]?.loop }
+      ?? state.lastLoop[key].flatMap { state.load[$0] < share ? $0 : nil }
+      ?? leastLoaded(&state, preferring: preferred)
+    if state.lastLoop.count >= Self.maxRemembered, state.lastLoop[key] == nil { state.lastLoop = [:] }
+    state.lastLoop[key] = chosen
     if let origin { state.multiplexing[origin, default: (chosen, 0)].count += 1 }
     state.running += 1
     state.load[chosen] += 1
     state.placed[transfer.id] = (chosen, origin)
     return (state.loops[chosen], transfer)
+  }
+
+  /// `scheme://authority` of a URL as written, without parsing it: where a connection to it may
+  /// be open (spellings of one origin that differ are only more keys).
+  static func originKey(_ url: String) -> String {
+    guard let separator = url.range(of: "://") else { return url }
+    let authority = url[separator.upperBound...]
+    let end = authority.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? authority.endIndex
+    return String(url[..<end])
   }
 
   /// The index of the loop with the fewest transfers (`preferred` among equals: the loop whose

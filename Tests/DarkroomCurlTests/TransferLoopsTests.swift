@@ -74,6 +74,29 @@ struct TransferLoopsTests {
     #expect(server.connectionCount == 1)
   }
 
+  @Test("an origin's next transfer goes back to the loop of its last one, and its connection, while another origin's runs")
+  func originKeepsItsLoop() async throws {
+    let first = try await TestHTTPServer.start(routes: ["/a": .ok(body: Array("a".utf8))])
+    defer { Task { try? await first.shutdown() } }
+    let other = try await TestHTTPServer.start(routes: [
+      "/pair": .gathered(count: 2, within: .seconds(30), then: .ok(body: Array("b".utf8)))
+    ])
+    defer { Task { try? await other.shutdown() } }
+    let loops = CurlTransferLoops(maxLoops: 2)
+    loops.maxConcurrentTransfers = 8
+    #expect(await loops.perform(try Self.transfer(first.url("/a?n=1"), options: Self.loopback)).code == CURLE_OK)
+    // Held by its server on the first loop until its partner comes.
+    let held = try Self.transfer(other.url("/pair?n=1"), options: Self.loopback)
+    let heldTask = Task { await loops.perform(held) }
+    while other.requestCount("/pair") < 1 { await Task.yield() }
+    // The loop with the fewest transfers is a new one; the first origin's connection is not there.
+    #expect(await loops.perform(try Self.transfer(first.url("/a?n=2"), options: Self.loopback)).code == CURLE_OK)
+    #expect(first.connectionCount == 1)
+    #expect(loops.loopCount == 1)
+    #expect(await loops.perform(try Self.transfer(other.url("/pair?n=2"), options: Self.loopback)).code == CURLE_OK)
+    #expect(await heldTask.value.code == CURLE_OK)
+  }
+
   @Test("transfers to an HTTP/2 origin stay on one loop and share one connection")
   func multiplexedOriginKeepsOneLoop() async throws {
     let tls = try TLSFixtures()
