@@ -55,7 +55,10 @@ let package = Package(
     // against but not linked: CCurlShim opens libcurl on the first HTTP transfer.
     .systemLibrary(name: "CCurl"),
     .target(name: "CCurlShim", dependencies: ["CCurl", "CLibraryLoader"]),
-    .target(name: "DarkroomCurl", dependencies: ["DarkroomCore", "CCurl", "CCurlShim"], swiftSettings: strict),
+    .target(
+      name: "DarkroomCurl",
+      dependencies: ["DarkroomCore", "CCurl", "CCurlShim", .product(name: "DequeModule", package: "swift-collections")],
+      swiftSettings: strict),
     // openat2(2) for FileTransport (syscall(2) is variadic, so Swift cannot call it).
     .systemLibrary(name: "CFileShim"),
     .target(

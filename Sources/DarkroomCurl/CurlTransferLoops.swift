@@ -1,6 +1,7 @@
 import CCurl
 import CCurlShim
 import DarkroomCore
+import DequeModule
 import Foundation
 
 /// Runs every HTTP transfer of the process on a few ``CurlMultiLoop``s, under one limit.
@@ -37,9 +38,8 @@ final class CurlTransferLoops: Sendable {
     var loops: [CurlMultiLoop] = []
     /// Transfers running (or about to) on each loop, by the loop's index.
     var load: [Int] = []
-    /// Transfers waiting for room under the limit, in order, from `head` on.
-    var waiting: [CurlTransfer] = []
-    var head = 0
+    /// Transfers waiting for room under the limit, in order.
+    var waiting: Deque<CurlTransfer> = []
     /// Each running transfer's loop, and its origin when it may multiplex, by transfer id.
     var placed: [UInt64: (loop: Int, multiplexed: String?)] = [:]
     /// The loop of each origin whose running transfers may multiplex, and how many run there.
@@ -57,7 +57,7 @@ final class CurlTransferLoops: Sendable {
 
   /// What became of a transfer asked for.
   private enum Admission {
-    case placed(CurlMultiLoop, CurlTransfer)
+    case placed(CurlMultiLoop)
     case waiting
     case cancelled
   }
@@ -73,8 +73,8 @@ final class CurlTransferLoops: Sendable {
       let admitted = state.withLock { state -> [(CurlMultiLoop, CurlTransfer)] in
         state.limit = max(1, newValue)
         var admitted: [(CurlMultiLoop, CurlTransfer)] = []
-        while state.running < state.limit, let transfer = Self.nextWaiting(&state) {
-          admitted.append(place(transfer, in: &state))
+        while state.running < state.limit, let transfer = state.waiting.popFirst() {
+          admitted.append((place(transfer, in: &state), transfer))
         }
         return admitted
       }
@@ -86,7 +86,7 @@ final class CurlTransferLoops: Sendable {
   /// diagnostics).
   var loopCount: Int { state.withLock { $0.loops.count } }
   var runningCount: Int { state.withLock { $0.running } }
-  var waitingCount: Int { state.withLock { $0.waiting.count - $0.head } }
+  var waitingCount: Int { state.withLock { $0.waiting.count } }
 
   /// Runs a transfer to its end.
   func perform(_ transfer: CurlTransfer) async -> CurlOutcome {
@@ -101,11 +101,10 @@ final class CurlTransferLoops: Sendable {
             state.waiting.append(transfer)
             return .waiting
           }
-          let (loop, placed) = place(transfer, in: &state)
-          return .placed(loop, placed)
+          return .placed(place(transfer, in: &state))
         }
         switch admission {
-        case .placed(let loop, let transfer): start(transfer, on: loop)
+        case .placed(let loop): start(transfer, on: loop)
         case .cancelled:
           transfer.continuation = nil
           continuation.resume(returning: transfer.outcome(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true))
@@ -115,7 +114,7 @@ final class CurlTransferLoops: Sendable {
     } onCancel: {
       transfer.cancel()
       let (waited, loop) = state.withLock { state -> (Bool, CurlMultiLoop?) in
-        if let index = state.waiting[state.head...].firstIndex(where: { $0 === transfer }) {
+        if let index = state.waiting.firstIndex(where: { $0 === transfer }) {
           state.waiting.remove(at: index)
           return (true, nil)
         }
@@ -149,9 +148,9 @@ final class CurlTransferLoops: Sendable {
   /// more).
   private func place(
     _ transfer: CurlTransfer, in state: inout State, preferring preferred: Int? = nil
-  ) -> (CurlMultiLoop, CurlTransfer) {
-    transfer.waitsForMultiplexing = state.origins.waitsForMultiplexing(transfer.url)
-    let origin = transfer.waitsForMultiplexing ? OriginProtocols.origin(of: transfer.url) : nil
+  ) -> CurlMultiLoop {
+    let origin = state.origins.multiplexingOrigin(transfer.url)
+    transfer.waitsForMultiplexing = origin != nil
     let key = Self.originKey(transfer.url)
     let share = max(1, (state.limit + maxLoops - 1) / maxLoops)
     let chosen =
@@ -164,7 +163,7 @@ final class CurlTransferLoops: Sendable {
     state.running += 1
     state.load[chosen] += 1
     state.placed[transfer.id] = (chosen, origin)
-    return (state.loops[chosen], transfer)
+    return state.loops[chosen]
   }
 
   /// `scheme://authority` of a URL as written, without parsing it: where a connection to it may
@@ -215,21 +214,9 @@ final class CurlTransferLoops: Sendable {
       }
       state.load[index] -= 1
       state.running -= 1
-      guard state.running < state.limit, let next = Self.nextWaiting(&state) else { return nil }
-      let (loop, placed) = place(next, in: &state, preferring: index)
-      return (loop === state.loops[index], loop, placed)
+      guard state.running < state.limit, let next = state.waiting.popFirst() else { return nil }
+      let loop = place(next, in: &state, preferring: index)
+      return (loop === state.loops[index], loop, next)
     }
-  }
-
-  private static func nextWaiting(_ state: inout State) -> CurlTransfer? {
-    guard state.head < state.waiting.count else { return nil }
-    let transfer = state.waiting[state.head]
-    state.head += 1
-    // The consumed front is dropped once it is most of the array (amortised O(1) per transfer).
-    if state.head > 64, state.head * 2 > state.waiting.count {
-      state.waiting.removeFirst(state.head)
-      state.head = 0
-    }
-    return transfer
   }
 }

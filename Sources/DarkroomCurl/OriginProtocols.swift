@@ -33,12 +33,16 @@ struct OriginProtocols {
   var count: Int { known.count }
 
   /// Whether a new transfer to `url` should wait for a connection it can multiplex on.
-  mutating func waitsForMultiplexing(_ url: String) -> Bool {
-    guard Self.isHTTPS(url), let origin = Self.origin(of: url), origin.hasPrefix("https://") else { return false }
-    guard let entry = known[origin] else { return true }
+  mutating func waitsForMultiplexing(_ url: String) -> Bool { multiplexingOrigin(url) != nil }
+
+  /// The origin of `url` when a new transfer to it should wait for a connection it can multiplex
+  /// on (``waitsForMultiplexing(_:)``); nil when it should not.
+  mutating func multiplexingOrigin(_ url: String) -> String? {
+    guard Self.isHTTPS(url), let origin = Self.origin(of: url), origin.hasPrefix("https://") else { return nil }
+    guard let entry = known[origin] else { return origin }
     clock &+= 1
     known[origin] = (entry.version, clock)
-    return entry.version == .http2
+    return entry.version == .http2 ? origin : nil
   }
 
   /// Remembers the version (`CURLINFO_HTTP_VERSION`) a transfer to `url` used; 0 (no response) is
