@@ -20,7 +20,8 @@ final class CurlTransfer: @unchecked Sendable {
 
   // Written by callbacks on the loop thread.
   let body: BodyBuffer
-  var headers: [String: String] = [:]
+  /// Room for a typical response's headers from the start (no growing while they arrive).
+  var headers = [String: String](minimumCapacity: 16)
   var exceededLimit = false
   var forbidden: String?
   /// The host of the first request, when the request carries headers of its own (a key, a
@@ -185,7 +186,7 @@ final class CurlTransfer: @unchecked Sendable {
       headersTooLarge = true
       return false
     }
-    CurlTransfer.parseHeader(String(decoding: bytes, as: UTF8.self), into: &headers)
+    CurlTransfer.parseHeader(bytes, into: &headers)
     return true
   }
 
@@ -198,22 +199,42 @@ final class CurlTransfer: @unchecked Sendable {
   /// The line loses ASCII whitespace (space, tab, CR, LF, VT, FF) at both ends, the value the
   /// spaces and tabs before it (HTTP's optional whitespace).
   static func parseHeader(_ line: String, into headers: inout [String: String]) {
-    let bytes = line.utf8
+    var line = line
+    line.withUTF8 { parseHeader(UnsafeRawBufferPointer($0), into: &headers) }
+  }
+
+  /// ``parseHeader(_:into:)`` on the line's bytes as libcurl hands them over, without making a
+  /// string of the whole line first.
+  static func parseHeader(_ bytes: UnsafeRawBufferPointer, into headers: inout [String: String]) {
     func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
     guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
       return
     }
     let trimmed = bytes[first...last]
     if trimmed.starts(with: "HTTP/".utf8) {
-      headers = [:]
+      headers.removeAll(keepingCapacity: true)
       return
     }
     guard let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) else { return }
-    let name = String(decoding: trimmed[..<colon], as: UTF8.self).lowercased()
-    let rest = trimmed[trimmed.index(after: colon)...]
+    let nameBytes = trimmed[..<colon]
+    // Header names are ASCII tokens: lower-cased byte by byte; anything else as Unicode does.
+    let name =
+      nameBytes.allSatisfy { $0 < 0x80 }
+      ? String(unsafeUninitializedCapacity: nameBytes.count) { target in
+        for (offset, byte) in nameBytes.enumerated() {
+          target[offset] = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+        }
+        return nameBytes.count
+      }
+      : String(decoding: nameBytes, as: UTF8.self).lowercased()
+    let rest = trimmed[(colon + 1)...]
     let start = rest.firstIndex { $0 != 0x20 && $0 != 0x09 }  // the optional whitespace before a value
     let value = start.map { String(decoding: rest[$0...], as: UTF8.self) } ?? ""
-    headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+    if let earlier = headers[name] {
+      headers[name] = "\(earlier), \(value)"
+    } else {
+      headers[name] = value
+    }
   }
 
   fileprivate func reportProgress(received: Int64, expected: Int64) -> Bool {
@@ -231,12 +252,11 @@ final class CurlTransfer: @unchecked Sendable {
   /// headers of its own stays on its first host, and the address must be allowed. False, with the
   /// reason stored on the transfer, when the transfer must stop.
   fileprivate func mayProceed(connectedTo address: [UInt8]?) -> Bool {
-    let host = currentHost()
-    if let first = headerHost, let host, host.lowercased() != first {
+    if let first = headerHost, let host = currentHost(), host.lowercased() != first {
       headersWithheld = "\(first) redirected to \(host)"
       return false
     }
-    if let address, let refusal = policy.refusal(address: address, host: host) {
+    if let address, let refusal = policy.refusal(address: address, host: currentHost) {
       forbidden = refusal
       return false
     }

@@ -168,10 +168,22 @@ final class CurlTransferLoops: Sendable {
 
   /// `scheme://authority` of a URL as written, without parsing it: where a connection to it may
   /// be open (spellings of one origin that differ are only more keys).
+  ///
+  /// Read on the UTF-8 bytes: Foundation's `range(of:)` bridged every URL to `NSString`.
   static func originKey(_ url: String) -> String {
-    guard let separator = url.range(of: "://") else { return url }
-    let authority = url[separator.upperBound...]
-    let end = authority.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? authority.endIndex
+    let bytes = url.utf8
+    let colon = UInt8(ascii: ":")
+    let slash = UInt8(ascii: "/")
+    var index = bytes.startIndex
+    while index != bytes.endIndex {
+      let next = bytes.index(after: index)
+      if bytes[index] == colon, bytes[next...].starts(with: [slash, slash]) { break }
+      index = next
+    }
+    guard index != bytes.endIndex else { return url }
+    let authority = bytes[bytes.index(index, offsetBy: 3)...]
+    let end =
+      authority.firstIndex { $0 == slash || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? authority.endIndex
     return String(url[..<end])
   }
 

@@ -110,11 +110,14 @@ struct DestinationPolicy: Sendable {
   /// afresh.
   private static let known = Protected<[[String]: DestinationPolicy]>([:])
 
-  /// Nil when allowed; otherwise why not.
-  func refusal(address: [UInt8], host: String?) -> String? {
-    if let host, allowedNames.contains(host.lowercased()) { return nil }
+  /// Nil when allowed; otherwise why not. `host` (the host of the URL being fetched) is read
+  /// only for an address that is not public and not in an allowed range: reading it parses the
+  /// URL, which every request would pay for otherwise.
+  func refusal(address: [UInt8], host hostOfURL: () -> String?) -> String? {
     if allowedRanges.contains(where: { $0.contains(address) }) { return nil }
     guard let range = AddressRange.nonPublic.first(where: { $0.contains(address) }) else { return nil }
+    let host = hostOfURL()
+    if let host, allowedNames.contains(host.lowercased()) { return nil }
     let shown = AddressRange.format(address)
     let named = host.map { $0 == shown || $0 == "[\(shown)]" ? "" : "\($0) resolves to " } ?? ""
     return "\(named)\(shown), in the non-public range \(range)"

@@ -15,8 +15,10 @@ struct HTTPOutcomeClassifier {
   }
 
   func classify(_ outcome: CurlOutcome) -> Result {
-    let shown = source.description
-    let cause = LibraryMessage(library: "libcurl", text: outcome.errorText.isEmpty ? curlText(outcome.code) : outcome.errorText)
+    // Named only when the transfer failed: a success never shows them.
+    lazy var shown = source.description
+    lazy var cause = LibraryMessage(
+      library: "libcurl", text: outcome.errorText.isEmpty ? curlText(outcome.code) : outcome.errorText)
     func fail(_ code: PipelineError.Code, _ message: String, retryable: Bool = false, retryAfter: Duration? = nil) -> Result {
       .failure(PipelineError(code, message, source: shown, cause: cause), retryable: retryable, retryAfter: retryAfter)
     }
@@ -107,7 +109,7 @@ struct HTTPOutcomeClassifier {
   }
 
   private func response(_ outcome: CurlOutcome) -> Result {
-    let shown = source.description
+    lazy var shown = source.description
     let status = outcome.status
     if status >= 400 || (status >= 300 && status != 304) {
       var error = PipelineError(.httpStatus, "the server answered \(status) for \(shown)", source: shown)
@@ -125,7 +127,12 @@ struct HTTPOutcomeClassifier {
     }
     var metadata = outcome.headers
     metadata["status"] = String(status)
-    if let effective = outcome.effectiveURL { metadata["url"] = ImageSource(effective).description }
+    if let effective = outcome.effectiveURL {
+      // Where no redirect was followed, the URL is the one asked for, and need not be parsed again.
+      let requested: Bool
+      if case .url(let url) = source.location { requested = url.absoluteString == effective } else { requested = false }
+      metadata["url"] = requested ? shown : ImageSource(effective).description
+    }
     var data = FetchedData(
       source: source, bytes: outcome.body, contentType: contentType,
       lastModified: outcome.headers["last-modified"].flatMap(HTTPDate.parse), metadata: metadata)

@@ -77,3 +77,32 @@ struct HeaderValueTests {
     #expect(HTTPOutcomeClassifier.described(" text/html ") == "text/html")
   }
 }
+
+/// The origin key a transfer is placed by (``CurlTransferLoops/originKey(_:)``), read on bytes.
+@Suite("Origin keys of URLs")
+struct OriginKeyTests {
+  /// The former reading, through Foundation's `range(of:)`.
+  static func reference(_ url: String) -> String {
+    guard let separator = url.range(of: "://") else { return url }
+    let authority = url[separator.upperBound...]
+    let end = authority.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? authority.endIndex
+    return String(url[..<end])
+  }
+
+  @Test("scheme and authority as written, the path, query and fragment left off, as before")
+  func keys() {
+    let urls = [
+      "http://127.0.0.1:8080/img000.jpg", "https://a.example/x?y=1", "https://a.example#f", "https://a.example",
+      "http://user:pw@h:1/p", "no scheme here", "://x/y", "a:/b", "a:b://c/d", "https://é.example/ü", "http://",
+      "http:///", "x://y://z/w", "https://[::1]:8443/a", "",
+    ]
+    for url in urls { #expect(CurlTransferLoops.originKey(url) == Self.reference(url), "\(url)") }
+    let alphabet = Array("ab:/?#é.")
+    var mismatches: [String] = []
+    for _ in 0..<20_000 {
+      let url = String((0..<Int.random(in: 0...12)).map { _ in alphabet.randomElement() ?? "a" })
+      if CurlTransferLoops.originKey(url) != Self.reference(url) { mismatches.append(url) }
+    }
+    #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+  }
+}

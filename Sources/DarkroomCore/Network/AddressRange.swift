@@ -97,15 +97,31 @@ package struct AddressRange: Sendable, Hashable, CustomStringConvertible {
     ] as [String]).compactMap { AddressRange($0) }
 
   /// Parses a dotted IPv4 or a textual IPv6 address into bytes.
+  ///
+  /// Read on the UTF-8 bytes (every request checks the address it connects to): Foundation's
+  /// `contains` bridged the text to `NSString`, and splitting it allocated a string a part.
   public static func parseAddress(_ text: String) -> [UInt8]? {
-    if text.contains(":") { return parseIPv6(text) }
-    let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-    guard parts.count == 4 else { return nil }
+    if text.utf8.contains(UInt8(ascii: ":")) { return parseIPv6(text) }
     var bytes: [UInt8] = []
-    for part in parts {
-      guard !part.isEmpty, part.count <= 3, let value = UInt8(part) else { return nil }
-      bytes.append(value)
+    bytes.reserveCapacity(4)
+    var value = 0
+    var digits = 0
+    for byte in text.utf8 {
+      if byte == UInt8(ascii: ".") {
+        guard digits > 0, bytes.count < 3 else { return nil }
+        bytes.append(UInt8(value))
+        value = 0
+        digits = 0
+        continue
+      }
+      // One to three decimal digits a part (a leading zero is allowed, as UInt8("010") reads it).
+      guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte), digits < 3 else { return nil }
+      value = value * 10 + Int(byte - UInt8(ascii: "0"))
+      digits += 1
+      guard value <= 255 else { return nil }
     }
+    guard digits > 0, bytes.count == 3 else { return nil }
+    bytes.append(UInt8(value))
     return bytes
   }
 

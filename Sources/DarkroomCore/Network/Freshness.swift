@@ -105,6 +105,7 @@ package enum HTTPDate {
   /// `Sun, 06 Nov 1994 08:49:37 GMT`. The year has four digits (RFC 9110 `4DIGIT`): a longer one
   /// overflowed the seconds count (found by fuzzing the HTTP response handling).
   static func parseFixdate(_ text: String) -> Date? {
+    if let date = parseCanonicalFixdate(text) { return date }
     let parts = text.split(separator: " ")
     guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT", let day = Int(parts[1]), (1...31).contains(day),
       let monthIndex = months.firstIndex(of: parts[2].lowercased()), let year = Int(parts[3]), (1970...9999).contains(year)
@@ -115,6 +116,35 @@ package enum HTTPDate {
     }
     let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
     return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + clock[0] * 3600 + clock[1] * 60 + clock[2]))
+  }
+
+  /// The form servers send, `Sun, 06 Nov 1994 08:49:37 GMT` to the byte, read without making a
+  /// string of each part (every response's `Last-Modified` is read); `nil` for any other text,
+  /// which ``parseFixdate(_:)`` then reads part by part. Where both read a text, they agree.
+  private static func parseCanonicalFixdate(_ text: String) -> Date? {
+    var text = text
+    return text.withUTF8 { bytes -> Date? in
+      guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
+        bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20,
+        bytes[26] == UInt8(ascii: "G"), bytes[27] == UInt8(ascii: "M"), bytes[28] == UInt8(ascii: "T"),
+        bytes[0..<3].allSatisfy({ $0 != 0x20 })
+      else { return nil }
+      func number(_ range: Range<Int>) -> Int? {
+        var value = 0
+        for byte in bytes[range] {
+          guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+          value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
+      }
+      let month = String(decoding: bytes[8..<11], as: UTF8.self).lowercased()
+      guard let day = number(5..<7), (1...31).contains(day), let monthIndex = months.firstIndex(of: month),
+        let year = number(12..<16), (1970...9999).contains(year), let hour = number(17..<19), (0...23).contains(hour),
+        let minute = number(20..<22), (0...59).contains(minute), let second = number(23..<25), (0...60).contains(second)
+      else { return nil }
+      let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
+      return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3600 + minute * 60 + second))
+    }
   }
 
   /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
