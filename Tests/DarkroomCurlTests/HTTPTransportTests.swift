@@ -158,6 +158,15 @@ struct HTTPTransportTests {
     #expect(await other.fetch(server.url("/a.jpg")).errorCode == .forbiddenDestination)
     #expect(await cidr.fetch(server.url("/a.jpg")).data != nil)
     #expect(server.requestCount("/a.jpg") == 2)
+    // A host name allows the addresses it resolves to (read only for an address that is not
+    // public and in no allowed range); the same address under another name stays refused.
+    let named = HTTPHarness { $0.allowHosts = ["LocalHost"] }
+    let byName = server.url("/a.jpg").replacingOccurrences(of: "127.0.0.1", with: "localhost")
+    #expect(await named.fetch(byName).data != nil)
+    let refused = await named.fetch(server.url("/a.jpg"))
+    #expect(refused.errorCode == .forbiddenDestination)
+    if case .failure(let error) = refused { #expect(error.message.contains("127.0.0.1, in the non-public range 127.0.0.0/8")) }
+    #expect(server.requestCount("/a.jpg") == 3)
   }
 
   @Test("the SSRF guard refuses IPv6 forms that embed an IPv4 address: compatible, translated, NAT64, also on a redirect")

@@ -24,7 +24,7 @@ package struct PipelineExecutor: Sendable {
   ) -> PipelineOperation<Output> {
     let source = input as? ImageSource
     let info = OperationInfo(id: OperationID(), pipelineName: graph.name, source: source?.description)
-    let factories = Self.layerFactories(graph.runnableStages, options: options)
+    let factories = Self.layerFactories(graph, options: options)
     let operation = PipelineOperation<Output>(info: info, observers: options.observers + factories.flatMap(\.observers))
     register(operation)
     let task = Task {
@@ -36,9 +36,9 @@ package struct PipelineExecutor: Sendable {
 
   /// The run's layer factories, from the outside in: the options' own, the time limits, and those
   /// the stages bring; one per key.
-  private static func layerFactories(_ stages: [AnyStage], options: RunOptions) -> [any RunLayerFactory] {
+  private static func layerFactories(_ graph: StageGraph, options: RunOptions) -> [any RunLayerFactory] {
     var seen: Set<AnyHashable> = []
-    let all: [any RunLayerFactory] = options.layers + [TimeLimitLayer.Factory()] + stages.broughtLayers
+    let all: [any RunLayerFactory] = options.layers + [TimeLimitLayer.Factory()] + graph.broughtLayers
     let unique = all.filter { seen.insert($0.key).inserted }
     // Stable: equal places keep the order given.
     return unique.enumerated().sorted { ($0.element.order, $0.offset) < ($1.element.order, $1.offset) }.map(\.element)

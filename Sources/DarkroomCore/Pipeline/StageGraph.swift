@@ -17,6 +17,9 @@ public struct StageGraph: Sendable {
   public let fusionEnabled: Bool
   /// The stages as they run: ``stages`` after fusion when ``fusionEnabled``.
   public let runnableStages: [AnyStage]
+  /// The layer factories the runnable stages bring (``LayeredStage``), one per key: found once
+  /// here instead of by every run of the graph.
+  let broughtLayers: [any RunLayerFactory]
 
   /// Validates and optimizes a list of stages. Throws `typeMismatch` naming both stages when two
   /// neighbours do not fit, and `invalidDefinition` when the list is empty.
@@ -37,6 +40,7 @@ public struct StageGraph: Sendable {
     self.stages = stages
     self.fusionEnabled = fusion
     self.runnableStages = fusion ? StageGraph.fuse(stages) : stages
+    self.broughtLayers = runnableStages.broughtLayers
   }
 
   /// The type the first stage accepts.
