@@ -67,5 +67,25 @@ struct FastParseTests {
     #expect(HTTPDate.parseFixdate("Sun, 06 Nov 1994 08:49:60 GMT")?.timeIntervalSince1970 == 784_111_800)
     #expect(HTTPDate.parseFixdate("Sun,  6 Nov 1994 08:49:37 GMT")?.timeIntervalSince1970 == 784_111_777)
     #expect(HTTPDate.parseFixdate("Sun, 32 Nov 1994 08:49:37 GMT") == nil)
+    // Found by attacking the fast reading: U+0600 (a prepend mark) joins the comma after it into
+    // one character, so the weekday part has no comma of its own and the date is refused, as the
+    // part-by-part reading refused it (an invalid Expires is stale, not fresh until 2099).
+    let prepended = "a\u{0600}, 01 Jan 2099 00:00:00 GMT"
+    #expect(prepended.utf8.count == 29)
+    #expect(HTTPDate.parseFixdate(prepended) == nil)
+    #expect(HTTPDate.parse(prepended) == nil)
+    var mismatches: [String] = []
+    let marks: [Character] = ["\u{0600}", "\u{0301}", "\u{200D}", "é", "\r", "\t", ",", " ", "a"]
+    for _ in 0..<5_000 {
+      var text = Array("Sun, 06 Nov 1994 08:49:37 GMT")
+      let mark = marks.randomElement() ?? "a"
+      let index = Int.random(in: 0...(text.count - mark.utf8.count))
+      // A mark of n bytes takes the place of n characters: the text keeps its 29 bytes.
+      text.replaceSubrange(index..<(index + mark.utf8.count), with: [mark])
+      let candidate = String(text)
+      guard candidate.utf8.count == 29 else { continue }
+      if HTTPDate.parseFixdate(candidate) != HTTPDate.parseFixdate(candidate + " ") { mismatches.append(candidate) }
+    }
+    #expect(mismatches.isEmpty, "\(mismatches.prefix(5).map(\.debugDescription))")
   }
 }

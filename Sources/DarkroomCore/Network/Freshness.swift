@@ -127,7 +127,9 @@ package enum HTTPDate {
       guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
         bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20,
         bytes[26] == UInt8(ascii: "G"), bytes[27] == UInt8(ascii: "M"), bytes[28] == UInt8(ascii: "T"),
-        bytes[0..<3].allSatisfy({ $0 != 0x20 })
+        // An ASCII weekday: a non-ASCII character before the comma can join it into one
+        // character, which the part-by-part reading (by characters) refuses.
+        bytes[0..<3].allSatisfy({ (0x21...0x7E).contains($0) })
       else { return nil }
       func number(_ range: Range<Int>) -> Int? {
         var value = 0
