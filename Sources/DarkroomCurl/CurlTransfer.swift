@@ -230,11 +230,7 @@ final class CurlTransfer: @unchecked Sendable {
     let rest = trimmed[(colon + 1)...]
     let start = rest.firstIndex { $0 != 0x20 && $0 != 0x09 }  // the optional whitespace before a value
     let value = start.map { String(decoding: rest[$0...], as: UTF8.self) } ?? ""
-    if let earlier = headers[name] {
-      headers[name] = "\(earlier), \(value)"
-    } else {
-      headers[name] = value
-    }
+    headers[name] = headers[name].map { "\($0), \(value)" } ?? value
   }
 
   fileprivate func reportProgress(received: Int64, expected: Int64) -> Bool {
@@ -252,11 +248,12 @@ final class CurlTransfer: @unchecked Sendable {
   /// headers of its own stays on its first host, and the address must be allowed. False, with the
   /// reason stored on the transfer, when the transfer must stop.
   fileprivate func mayProceed(connectedTo address: [UInt8]?) -> Bool {
-    if let first = headerHost, let host = currentHost(), host.lowercased() != first {
+    lazy var host = currentHost()  // parsed once, and only when a check needs it
+    if let first = headerHost, let host, host.lowercased() != first {
       headersWithheld = "\(first) redirected to \(host)"
       return false
     }
-    if let address, let refusal = policy.refusal(address: address, host: currentHost) {
+    if let address, let refusal = policy.refusal(address: address, host: { host }) {
       forbidden = refusal
       return false
     }

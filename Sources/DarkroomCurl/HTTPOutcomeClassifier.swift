@@ -127,11 +127,11 @@ struct HTTPOutcomeClassifier {
     }
     var metadata = outcome.headers
     metadata["status"] = String(status)
-    if let effective = outcome.effectiveURL {
-      // Where no redirect was followed, the URL is the one asked for, and need not be parsed again.
-      let requested: Bool
-      if case .url(let url) = source.location { requested = url.absoluteString == effective } else { requested = false }
-      metadata["url"] = requested ? shown : ImageSource(effective).description
+    // Where no redirect was followed, the URL is the one asked for, and need not be parsed again.
+    if case .url(let url) = source.location, url.absoluteString == outcome.effectiveURL {
+      metadata["url"] = shown
+    } else if let effective = outcome.effectiveURL {
+      metadata["url"] = ImageSource(effective).description
     }
     var data = FetchedData(
       source: source, bytes: outcome.body, contentType: contentType,
