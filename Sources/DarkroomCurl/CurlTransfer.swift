@@ -24,11 +24,11 @@ final class CurlTransfer: @unchecked Sendable {
   var headers = [String: String](minimumCapacity: 16)
   var exceededLimit = false
   var forbidden: String?
-  /// The host of the first request, when the request carries headers of its own (a key, a
-  /// token): such headers are never sent to another host on a redirect (libcurl drops only
-  /// `Authorization` and `Cookie`).
-  let headerHost: String?
-  /// Set when a redirect to another host was refused for that reason.
+  /// The origin (scheme, host and port) of the first request, when the request carries headers
+  /// of its own (a key, a token): such headers are never sent to another origin on a redirect
+  /// (libcurl drops only `Authorization` and `Cookie`).
+  let headerOrigin: String?
+  /// Set when a redirect to another origin was refused for that reason.
   var headersWithheld: String?
   /// Bytes of header lines of the current response; past ``maxHeaderBytes`` the transfer stops.
   private var headerBytes = 0
@@ -66,7 +66,7 @@ final class CurlTransfer: @unchecked Sendable {
     self.url = url
     self.maxBytes = options.maxBytes
     self.policy = DestinationPolicy(options: options)
-    self.headerHost = options.headers.isEmpty ? nil : URLComponents(string: url)?.host?.lowercased()
+    self.headerOrigin = options.headers.isEmpty ? nil : Self.origin(of: url)
     self.progress = progress
     body = BodyBuffer(spool: spool)
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -138,9 +138,9 @@ final class CurlTransfer: @unchecked Sendable {
     // A pooled connection is reused without opening a socket: the guard looks again before every
     // request, at the address the connection has.
     _ = dr_set_prereq_callback(easy, curlBeforeRequest, user)
-    // Every hop connects afresh (no pooled connection to another host), so that the host check
-    // in the socket callback sees each one.
-    if headerHost != nil { _ = dr_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
+    // Every hop connects afresh (no pooled connection to another origin), so that the origin
+    // check in the socket callback sees each one.
+    if headerOrigin != nil { _ = dr_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
   }
 
   /// Trusts `authorities` alone: libcurl copies the PEM (CURLOPT_CAINFO_BLOB), and its built-in CA
@@ -245,14 +245,17 @@ final class CurlTransfer: @unchecked Sendable {
   }
 
   /// The guard's checks for a connection to `address` (nil: no address to check): a request with
-  /// headers of its own stays on its first host, and the address must be allowed. False, with the
-  /// reason stored on the transfer, when the transfer must stop.
+  /// headers of its own stays on its first origin, and the address must be allowed. False, with
+  /// the reason stored on the transfer, when the transfer must stop.
   fileprivate func mayProceed(connectedTo address: [UInt8]?) -> Bool {
-    lazy var host = currentHost()  // parsed once, and only when a check needs it
-    if let first = headerHost, let host, host.lowercased() != first {
-      headersWithheld = "\(first) redirected to \(host)"
-      return false
+    if let first = headerOrigin {
+      let current = currentURL().map(Self.origin(of:)) ?? "an unreadable URL"
+      if current != first {
+        headersWithheld = "\(first) redirected to \(current)"
+        return false
+      }
     }
+    lazy var host = currentURL().flatMap { URLComponents(string: $0)?.host }  // only when a check needs it
     if let address, let refusal = policy.refusal(address: address, host: { host }) {
       forbidden = refusal
       return false
@@ -260,10 +263,16 @@ final class CurlTransfer: @unchecked Sendable {
     return true
   }
 
-  fileprivate func currentHost() -> String? {
+  fileprivate func currentURL() -> String? {
     var pointer: UnsafePointer<CChar>?
     guard dr_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
-    return URLComponents(string: String(cString: pointer))?.host
+    return String(cString: pointer)
+  }
+
+  /// `scheme://host:port`, lowercased, with the scheme's default port written out; the URL's own
+  /// `scheme://authority` when it has no host to read.
+  static func origin(of url: String) -> String {
+    OriginProtocols.origin(of: url) ?? CurlTransferLoops.originKey(url)
   }
 }
 

@@ -27,7 +27,7 @@ struct HTTPOutcomeClassifier {
       return fail(
         .forbiddenDestination,
         "refused to follow the redirect for \(shown) (\(withheld)): the request's own headers are never sent to "
-          + "another host; fetch the redirect's target directly, or without the headers")
+          + "another origin (scheme, host or port); fetch the redirect's target directly, or without the headers")
     }
     if let forbidden = outcome.forbidden, outcome.code != CURLE_OK {
       return fail(
@@ -141,15 +141,47 @@ struct HTTPOutcomeClassifier {
     return .success(data)
   }
 
+  /// Whether every media type the response names is accepted. A response that repeats
+  /// `Content-Type` (the values arrive joined by commas) passes only when each of them does:
+  /// `image/png` then `text/html` is not an image.
   private func accepts(_ contentType: String?) -> Bool {
-    guard let type = contentType?.split(separator: ";").first.map({ HTTPWhitespace.trimmed($0).lowercased() }) else {
-      return false
+    guard let contentType else { return false }
+    return Self.mediaTypes(in: contentType).allSatisfy { type in
+      options.acceptedContentTypes.contains { pattern in
+        let wanted = pattern.lowercased()
+        if wanted.hasSuffix("/*") { return type.hasPrefix(String(wanted.dropLast())) }
+        return type == wanted
+      }
     }
-    return options.acceptedContentTypes.contains { pattern in
-      let wanted = pattern.lowercased()
-      if wanted.hasSuffix("/*") { return type.hasPrefix(String(wanted.dropLast())) }
-      return type == wanted
+  }
+
+  /// The media types (lowercased, without parameters) of a `Content-Type` value, one per value
+  /// where the header came more than once: commas inside a quoted parameter do not split it.
+  static func mediaTypes(in value: String) -> [String] {
+    var types: [String] = []
+    var start = value.startIndex
+    var quoted = false
+    var escaped = false
+    for index in value.utf8.indices {
+      let byte = value.utf8[index]
+      if escaped {
+        escaped = false
+      } else if quoted, byte == UInt8(ascii: "\\") {
+        escaped = true
+      } else if byte == UInt8(ascii: "\"") {
+        quoted.toggle()
+      } else if byte == UInt8(ascii: ","), !quoted {
+        types.append(mediaType(of: value.utf8[start..<index]))
+        start = value.utf8.index(after: index)
+      }
     }
+    types.append(mediaType(of: value.utf8[start...]))
+    return types
+  }
+
+  private static func mediaType(of value: Substring.UTF8View) -> String {
+    let end = value.firstIndex(of: UInt8(ascii: ";")) ?? value.endIndex
+    return HTTPWhitespace.trimmed(Substring(value[..<end])).lowercased()
   }
 
   /// A response's content type for a message: `no content type` or `an empty content type`

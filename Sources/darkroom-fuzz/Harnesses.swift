@@ -88,12 +88,18 @@ enum Harness: String, CaseIterable {
     }
   }
 
-  /// A scratch directory with a disk store holding one entry, and an image-table format.
+  /// A scratch directory with a disk store holding one entry, and an image-table format; removed
+  /// when the process exits (libFuzzer's `-max_total_time`, or the end of a replay).
   static let scratch: String = {
-    let path = NSTemporaryDirectory() + "darkroom-fuzz-\(ProcessInfo.processInfo.processIdentifier)"
+    let path = scratchPath()
     try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    atexit { try? FileManager.default.removeItem(atPath: Harness.scratchPath()) }
     return path
   }()
+
+  private static func scratchPath() -> String {
+    NSTemporaryDirectory() + "darkroom-fuzz-\(ProcessInfo.processInfo.processIdentifier)"
+  }
 
   static let tableFormat = try? ImageTableFormat(name: "fuzz", width: 8, height: 8, layout: .rgb8, maxCount: 4)
 

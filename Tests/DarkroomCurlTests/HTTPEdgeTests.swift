@@ -103,15 +103,17 @@ extension HTTPTransportTests {
 }
 
 extension HTTPTransportTests {
-  @Test("a request's own headers are never sent to another host on a redirect; the same host, or no headers, follow it")
-  func headersStayWithTheirHost() async throws {
+  @Test(
+    "a request's own headers never go to another origin on a redirect (host or port); the same origin, or no headers, follow it")
+  func headersStayWithTheirOrigin() async throws {
     let server = try await TestHTTPServer.start(routes: [
       "/a.jpg": .ok(body: image, contentType: "image/jpeg"), "/same": .redirect(to: "/a.jpg"),
     ])
     defer { Task { try? await server.shutdown() } }
     let port = try #require(URL(string: server.url("/"))?.port)
     let other = try await TestHTTPServer.start(routes: [
-      "/other": .redirect(to: "http://localhost:\(port)/a.jpg")
+      "/other": .redirect(to: "http://localhost:\(port)/a.jpg"),
+      "/port": .redirect(to: "http://127.0.0.1:\(port)/a.jpg"),
     ])
     defer { Task { try? await other.shutdown() } }
     let keyed = HTTPHarness {
@@ -123,6 +125,12 @@ extension HTTPTransportTests {
     #expect(crossing.errorCode == .forbiddenDestination, "\(crossing)")
     if case .failure(let error) = crossing { #expect(error.message.contains("own headers"), "\(error.message)") }
     #expect(server.requestCount("/a.jpg") == 0, "the other host got no request with the key")
+    let otherPort = await keyed.fetch(other.url("/port"))
+    #expect(otherPort.errorCode == .forbiddenDestination, "\(otherPort)")
+    if case .failure(let error) = otherPort {
+      #expect(error.message.contains("127.0.0.1:\(port)") && error.message.contains("another origin"), "\(error.message)")
+    }
+    #expect(server.requestCount("/a.jpg") == 0, "the other port got no request with the key")
     #expect(await keyed.fetch(server.url("/same")).data != nil, "a redirect on the same host is followed")
     let plain = HTTPHarness {
       $0.allowHosts = ["127.0.0.1", "localhost", "::1"]

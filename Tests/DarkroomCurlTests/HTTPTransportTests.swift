@@ -217,10 +217,17 @@ struct HTTPTransportTests {
     let server = try await TestHTTPServer.start(routes: [
       "/page": .ok(body: Array("<html></html>".utf8), contentType: "text/html"),
       "/zipped": .gzip(body: image, contentType: "image/jpeg"),
+      "/twice": .ok(body: image, headers: [("Content-Type", "image/png"), ("content-type", "text/html")]),
+      "/named": .ok(body: image, contentType: #"image/jpeg; name="a,b.jpg""#),
     ])
     defer { Task { try? await server.shutdown() } }
     let picky = HTTPHarness { $0.acceptedContentTypes = ["image/*"] }
     #expect(await picky.fetch(server.url("/page")).errorCode == .unsupportedFormat)
+    // Content-Type twice, an image type then another: not every type it names is accepted.
+    let twice = await picky.fetch(server.url("/twice"))
+    #expect(twice.errorCode == .unsupportedFormat, "\(twice)")
+    if case .failure(let error) = twice { #expect(error.message.contains("text/html"), "\(error.message)") }
+    #expect(await picky.fetch(server.url("/named")).data != nil, "a comma in a quoted parameter is one type")
     let unzipped = try #require(await HTTPHarness().fetch(server.url("/zipped")).data)
     #expect(Array(unzipped.bytes.data) == image)
     #expect(await HTTPHarness().fetch("http://host.invalid/a.jpg").errorCode == .fetchFailed)

@@ -76,6 +76,18 @@ struct HeaderValueTests {
     #expect(HTTPOutcomeClassifier.described(" \t ") == "an empty content type")
     #expect(HTTPOutcomeClassifier.described(" text/html ") == "text/html")
   }
+
+  @Test("a Content-Type that came more than once names each of its media types; a quoted comma does not split")
+  func mediaTypes() {
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: "image/JPEG") == ["image/jpeg"])
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: "image/png, text/html") == ["image/png", "text/html"])
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: " image/png ;q=1,\ttext/html; charset=utf-8") == ["image/png", "text/html"])
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: #"image/jpeg; name="a,b", image/png"#) == ["image/jpeg", "image/png"])
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: #"image/jpeg; name="a\",b""#) == ["image/jpeg"])
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: "image/png, ") == ["image/png", ""])
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: ",\u{301}image/png") == ["", "\u{301}image/png"])
+    #expect(HTTPOutcomeClassifier.mediaTypes(in: "") == [""])
+  }
 }
 
 /// The origin key a transfer is placed by (``CurlTransferLoops/originKey(_:)``), read on bytes.
