@@ -29,7 +29,8 @@ struct BatchRunner {
   var recordsOutputs = false
 
   /// Runs every source; with `signals`, a first signal starts nothing new and a second cancels what
-  /// is in flight (the report counts what did not start).
+  /// is in flight (the report counts what did not start). The sources must be distinct by request
+  /// identity (``OutputNaming/distinct(_:)``): with one variant, no work is shared between them.
   func run(_ sources: [ImageSource], signals: StopSignals? = nil) async -> Report {
     let tally = Tally()
     let started = ContinuousClock.now
@@ -39,6 +40,10 @@ struct BatchRunner {
     configuration.networkLimit = fetchConcurrency
     configuration.timeout = timeout
     configuration.stageTimeouts = stageTimeouts
+    // The sources are distinct (an input given twice runs once), so runs of one variant have no
+    // work to share: coalescing would only key and register every stage call, 40 µs a fetch
+    // (Docs/Performance.md, "Thirteenth stop"). Variants of one source share their prefix.
+    configuration.coalescing = variants.count > 1
     // --events jsonl: every event as a JSON line on stdout, through a notifier (ordered, off the
     // operations' path).
     let events = emitEvents ? Notifier(sinks: [JSONLinesSink.standardOutput], events: true) : nil
