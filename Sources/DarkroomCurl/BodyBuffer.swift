@@ -35,6 +35,9 @@ final class BodyBuffer {
   private var staged = 0
   /// The staging buffer of a spooled body: 256 KiB, sixteen of the write callback's pieces.
   static let stagingBytes = 256 << 10
+  /// The first bytes of a spooled body (up to ``ImageBytes/keptHeadBytes``), handed over with it
+  /// so that sniffing its format reads nothing back from the file.
+  private var head: [UInt8] = []
 
   /// A body in memory, or written into `spool` (an unnamed file, open for reading and writing,
   /// which the buffer now owns) when that is a descriptor.
@@ -72,6 +75,7 @@ final class BodyBuffer {
   /// Adds a piece of the body; false when writing it into the unnamed file failed.
   func append(_ data: UnsafeRawBufferPointer) -> Bool {
     if spool >= 0 {
+      if head.count < ImageBytes.keptHeadBytes { head += data.prefix(ImageBytes.keptHeadBytes - head.count) }
       if storage.baseAddress == nil { storage = BufferRecycler.shared.allocate(atLeast: Self.stagingBytes) }
       // libcurl hands the body over 16 KB at a time: pieces are gathered into one staging buffer
       // and written out when it is full (ext4's write time per 200-photo run: 56 ms → 45 ms).
@@ -113,7 +117,7 @@ final class BodyBuffer {
   func take() -> ImageBytes {
     if spool >= 0 {
       guard flush() else { return ImageBytes([]) }
-      let bytes = ImageBytes(spooledFile: spool, count: count)
+      let bytes = ImageBytes(spooledFile: spool, count: count, head: head)
       spool = -1
       count = 0
       return bytes

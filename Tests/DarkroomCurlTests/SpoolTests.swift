@@ -141,4 +141,31 @@ struct SpoolTests {
     #expect(AtomicFile.openSpoolCount == before)
     #expect(Self.names(in: spool).isEmpty)
   }
+
+  @Test("a spooled body's first bytes come from memory: sniffing reads nothing back from the file; longer heads read it")
+  func headFromMemory() async throws {
+    let server = try await TestHTTPServer.start(routes: [
+      "/big.jpg": .ok(body: Self.body, contentType: "image/jpeg"),
+      "/small.jpg": .ok(body: Array(Self.body.prefix(300)), contentType: "image/jpeg"),
+    ])
+    defer { Task { try? await server.shutdown() } }
+    let spool = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: spool) }
+    let harness = HTTPHarness { $0.spoolDirectory = spool }
+    let big = try await harness.fetch(server.url("/big.jpg")).get()
+    let small = try await harness.fetch(server.url("/small.jpg")).get()
+    #expect(big.bytes.withUnsafeHead(4_000) { Array($0) } == Array(Self.body.prefix(4_000)), "past the kept head: read")
+    // The files now read as empty: what still comes back whole came from memory.
+    let empty = open("/dev/null", O_RDONLY)
+    defer { close(empty) }
+    for bytes in [big.bytes, small.bytes] {
+      let descriptor = try #require(bytes.streamingDescriptor)
+      #expect(dup2(empty, descriptor) == descriptor)
+    }
+    #expect(big.bytes.prefix(64) == Array(Self.body.prefix(64)))
+    #expect(big.bytes.prefix(ImageBytes.keptHeadBytes) == Array(Self.body.prefix(ImageBytes.keptHeadBytes)))
+    #expect(big.bytes.withUnsafeHead(4_000) { $0.count } == 0, "a longer head reads the file")
+    #expect(small.bytes.prefix(4_000) == Array(Self.body.prefix(300)), "a body shorter than the kept head is all in memory")
+    #expect(big.bytes.prefix(0).isEmpty && small.bytes.withUnsafeHead(-1) { $0.count } == 0)
+  }
 }

@@ -40,6 +40,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     descriptor = nil
     declaredCount = buffer.count
     returnedTo = nil
+    head = []
   }
 
   /// Takes ownership of the first `count` bytes of a buffer from `recycler`'s
@@ -51,6 +52,7 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     descriptor = nil
     declaredCount = count
     returnedTo = (recycler, buffer.count)
+    head = []
   }
 
   /// Takes ownership of an open regular file of `count` bytes, read lazily; the descriptor is
@@ -60,17 +62,31 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
     self.descriptor = descriptor
     declaredCount = count
     returnedTo = nil
+    head = []
     Self.openFileCount.add(1, ordering: .relaxed)
   }
 
   /// Takes ownership of an unnamed file (`O_TMPFILE`, open for reading) holding a fetched body of
   /// `count` bytes written as it arrived: read lazily like ``init(openFile:count:)``, and linked
   /// into place by the first ``AtomicFile`` write that saves it (the file becomes that output;
-  /// later writes of the same bytes copy it).
-  package convenience init(spooledFile descriptor: Int32, count: Int) {
-    self.init(openFile: descriptor, count: count)
+  /// later writes of the same bytes copy it). `head`, the body's first bytes as they arrived
+  /// (up to ``keptHeadBytes``), answers ``withUnsafeHead(_:_:)`` and ``prefix(_:)`` without a read
+  /// of the file: sniffing a fetched image's format makes no system call.
+  package init(spooledFile descriptor: Int32, count: Int, head: [UInt8] = []) {
+    memory = Protected(nil)
+    self.descriptor = descriptor
+    declaredCount = count
+    returnedTo = nil
+    self.head = Array(head.prefix(max(0, count)))
+    Self.openFileCount.add(1, ordering: .relaxed)
     spool.store(Self.linkableSpool, ordering: .releasing)
   }
+
+  /// The most bytes of a spooled body's start kept in memory: as many as a decoder sniffs.
+  package static let keptHeadBytes = 512
+
+  /// The first bytes of a file's contents, kept in memory (empty when none were given).
+  private let head: [UInt8]
 
   /// 0 for bytes that are not a spooled body; ``linkableSpool`` for one no write has linked in
   /// yet, ``linkedSpool`` after.
@@ -193,8 +209,13 @@ public final class ImageBytes: Sendable, Hashable, CustomStringConvertible {
   /// Calls `body` with at most the first `maxCount` bytes, without reading the rest of a file.
   public func withUnsafeHead<R>(_ maxCount: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     let inMemory = memory.withLock { $0 ?? (descriptor == nil ? UnsafeMutableRawBufferPointer(start: nil, count: 0) : nil) }
-    if let inMemory { return try body(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inMemory).prefix(maxCount))) }
-    let head = Self.read(descriptor ?? -1, upTo: min(maxCount, declaredCount))
+    if let inMemory {
+      return try body(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inMemory).prefix(max(0, maxCount))))
+    }
+    if !self.head.isEmpty, maxCount <= self.head.count || self.head.count == declaredCount {
+      return try self.head.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(max(0, maxCount)))) }
+    }
+    let head = Self.read(descriptor ?? -1, upTo: max(0, min(maxCount, declaredCount)))
     defer { head.deallocate() }
     return try body(UnsafeRawBufferPointer(head))
   }
