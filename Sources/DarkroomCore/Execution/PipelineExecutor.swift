@@ -37,13 +37,25 @@ package struct PipelineExecutor: Sendable {
   /// The run's layer factories, from the outside in: the options' own, the time limits, and those
   /// the stages bring; one per key.
   private static func layerFactories(_ graph: StageGraph, options: RunOptions) -> [any RunLayerFactory] {
-    var seen: Set<AnyHashable> = []
-    let all: [any RunLayerFactory] = options.layers + [TimeLimitLayer.Factory()] + graph.broughtLayers
-    let unique = all.filter { seen.insert($0.key).inserted }
-    // Stable: equal places keep the order given.
-    return unique.enumerated().sorted { ($0.element.order, $0.offset) < ($1.element.order, $1.offset) }.map(\.element)
+    // A handful of factories: compared in place and sorted by insertion, not through a set and
+    // a sort of pairs (9 µs a run before).
+    var keys: [AnyHashable] = []
+    var unique: [any RunLayerFactory] = []
+    keys.reserveCapacity(4)
+    unique.reserveCapacity(4)
+    for factory in options.layers + [TimeLimitLayer.Factory()] + graph.broughtLayers {
+      let key = factory.key
+      guard !keys.contains(key) else { continue }
+      keys.append(key)
+      // Stable: a factory goes after those of its own place and before those further in.
+      let order = factory.order
+      let position = unique.lastIndex { $0.order <= order }.map { $0 + 1 } ?? 0
+      unique.insert(factory, at: position)
+    }
+    return unique
   }
 
+  @_specialize(where Output == any Sendable)  // the runner's operations (see PipelineOperation.handle)
   private static func execute<Output: Sendable>(
     _ graph: StageGraph, input: any Sendable, source: ImageSource?, operation: PipelineOperation<Output>,
     options: RunOptions, factories: [any RunLayerFactory]

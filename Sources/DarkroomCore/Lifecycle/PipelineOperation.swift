@@ -141,6 +141,9 @@ public final class PipelineOperation<Output: Sendable>: Sendable {
   }
 
   /// Feeds the state machine and performs its actions. Returns true when `runWillFinish` was asked.
+  // The runner's operations are `PipelineOperation<any Sendable>`: made for that type too, this
+  // runs without looking up generic metadata on every event.
+  @_specialize(where Output == any Sendable)
   @discardableResult
   func handle(_ input: OperationStateMachine.Input, output: Output? = nil) -> Bool {
     var runWillFinish = false
