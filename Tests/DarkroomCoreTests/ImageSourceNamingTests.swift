@@ -111,6 +111,28 @@ struct ImageSourceNamingTests {
     #expect(wrong.isEmpty, "\(wrong.prefix(5).map(\.debugDescription))")
   }
 
+  /// The former `PathText.deletingExtension`, which made the folder part for every path.
+  static func referenceDeletingExtension(_ path: String) -> String {
+    let bytes = path.utf8
+    let slash = UInt8(ascii: "/")
+    var end = bytes.endIndex
+    while end > bytes.startIndex, bytes[bytes.index(before: end)] == slash { end = bytes.index(before: end) }
+    guard end > bytes.startIndex else { return path.isEmpty ? "" : "/" }
+    let start = bytes[..<end].lastIndex(of: slash).map { bytes.index(after: $0) } ?? bytes.startIndex
+    let component = Substring(bytes[start..<end])
+    var folder: [UInt8] = []
+    for byte in bytes[..<start] where byte != slash || folder.last != slash { folder.append(byte) }
+    let dot = component.lastIndex(of: ".").flatMap { $0 != component.startIndex && component != ".." ? $0 : nil }
+    return String(decoding: folder, as: UTF8.self) + component[..<(dot ?? component.endIndex)]
+  }
+
+  @Test("a path without its extension, folders kept, as before, for 4,000 paths")
+  func deletingExtension() {
+    let paths = Self.paths(count: 4_000) + ["", "/", "a", ".a", "..", "a.b.c", "x/", "//x.y//", "a//b/c.jpg/", "é.\u{301}"]
+    let wrong = paths.filter { !PathText.deletingExtension($0).utf8.elementsEqual(Self.referenceDeletingExtension($0).utf8) }
+    #expect(wrong.isEmpty, "\(wrong.prefix(5).map(\.debugDescription))")
+  }
+
   @Test(
     "names of paths with characters of several bytes: the last component by its bytes, without the extension, letters of any script kept",
     arguments: [

@@ -57,9 +57,11 @@ package enum PathText {
   package static func deletingExtension(_ path: String) -> String {
     guard let (start, end) = lastComponentBounds(path) else { return path.isEmpty ? "" : "/" }
     let component = Substring(path.utf8[start..<end])
+    let stem = component[..<(extensionDot(component) ?? component.endIndex)]
+    guard start > path.startIndex else { return String(stem) }  // no folders (a URL's last segment, mostly)
     var folder: [UInt8] = []
     for byte in path.utf8[..<start] where byte != slash || folder.last != slash { folder.append(byte) }
-    return String(decoding: folder, as: UTF8.self) + component[..<(extensionDot(component) ?? component.endIndex)]
+    return String(decoding: folder, as: UTF8.self) + stem
   }
 
   /// Where the last component starts and ends (trailing slashes ignored); `nil` when the path
