@@ -39,7 +39,7 @@ enum OutputNaming {
     // Each input's stems, made once: a name and its stems cost ~20 µs an input (200 inputs
     // named before the first transfer starts).
     let initialStems = sources.map { stems($0.name) }
-    var taken = Set<UInt64>()
+    var taken = Set<UInt64>(minimumCapacity: sources.count * stemPieces.count)
     for made in initialStems { taken.formUnion(made) }
     for members in meetings(initialStems) {
       let withExtension = members.map { suffixed(sources[$0].name, "-" + extensionOf(sources[$0])) }
