@@ -20,14 +20,18 @@ final class CurlTransfer: @unchecked Sendable {
 
   // Written by callbacks on the loop thread.
   let body: BodyBuffer
-  /// Room for a typical response's headers from the start (no growing while they arrive).
-  var headers = [String: String](minimumCapacity: 16)
+  /// The response's header fields as they arrive.
+  var fields = HeaderFields()
+  var headers: [String: String] { fields.values }
   var exceededLimit = false
   var forbidden: String?
-  /// The origin (scheme, host and port) of the first request, when the request carries headers
-  /// of its own (a key, a token): such headers are never sent to another origin on a redirect
-  /// (libcurl drops only `Authorization` and `Cookie`).
-  let headerOrigin: String?
+  /// Whether the request carries headers of its own (a key, a token): they are never sent to
+  /// another origin (scheme, host and port) on a redirect (libcurl drops only `Authorization` and
+  /// `Cookie`).
+  let carriesHeaders: Bool
+  /// The origin of the first request as libcurl wrote its URL (`127.1` is `127.0.0.1`), taken at
+  /// the guard's first check, before anything is sent; set only when ``carriesHeaders``.
+  private var headerOrigin: String?
   /// Set when a redirect to another origin was refused for that reason.
   var headersWithheld: String?
   /// Bytes of header lines of the current response; past ``maxHeaderBytes`` the transfer stops.
@@ -66,7 +70,7 @@ final class CurlTransfer: @unchecked Sendable {
     self.url = url
     self.maxBytes = options.maxBytes
     self.policy = DestinationPolicy(options: options)
-    self.headerOrigin = options.headers.isEmpty ? nil : Self.origin(of: url)
+    self.carriesHeaders = !options.headers.isEmpty
     self.progress = progress
     body = BodyBuffer(spool: spool)
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -140,7 +144,7 @@ final class CurlTransfer: @unchecked Sendable {
     _ = dr_set_prereq_callback(easy, curlBeforeRequest, user)
     // Every hop connects afresh (no pooled connection to another origin), so that the origin
     // check in the socket callback sees each one.
-    if headerOrigin != nil { _ = dr_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
+    if carriesHeaders { _ = dr_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
   }
 
   /// Trusts `authorities` alone: libcurl copies the PEM (CURLOPT_CAINFO_BLOB), and its built-in CA
@@ -186,36 +190,56 @@ final class CurlTransfer: @unchecked Sendable {
       headersTooLarge = true
       return false
     }
-    CurlTransfer.parseHeader(bytes, into: &headers)
+    CurlTransfer.parseHeader(bytes, into: &fields)
     return true
   }
 
   /// One header line as libcurl hands it over: a status line starts a new response (after a
   /// redirect or a 100 Continue); `name: value` lines are kept by lower-cased name, repeated names
-  /// joined with ", ".
+  /// joined with ", "; a line that starts with a space or a tab continues the field before it
+  /// (an obsolete line folding: RFC 9112 has it read as one space).
   ///
   /// Taken apart on its UTF-8 bytes: Foundation's `trimmingCharacters` bridged every line to
   /// `NSString`, a tenth of the transfer thread's time on a loopback batch of 600 KB images.
   /// The line loses ASCII whitespace (space, tab, CR, LF, VT, FF) at both ends, the value the
   /// spaces and tabs before it (HTTP's optional whitespace).
-  static func parseHeader(_ line: String, into headers: inout [String: String]) {
+  static func parseHeader(_ line: String, into fields: inout HeaderFields) {
     var line = line
-    line.withUTF8 { parseHeader(UnsafeRawBufferPointer($0), into: &headers) }
+    line.withUTF8 { parseHeader(UnsafeRawBufferPointer($0), into: &fields) }
+  }
+
+  /// ``parseHeader(_:into:)`` into fields by name alone (no folding across calls).
+  static func parseHeader(_ line: String, into headers: inout [String: String]) {
+    var fields = HeaderFields(values: headers)
+    parseHeader(line, into: &fields)
+    headers = fields.values
   }
 
   /// ``parseHeader(_:into:)`` on the line's bytes as libcurl hands them over, without making a
   /// string of the whole line first.
-  static func parseHeader(_ bytes: UnsafeRawBufferPointer, into headers: inout [String: String]) {
+  static func parseHeader(_ bytes: UnsafeRawBufferPointer, into fields: inout HeaderFields) {
     func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
     guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+      fields.lastName = nil  // the blank line that ends a response's fields
       return
     }
     let trimmed = bytes[first...last]
     if trimmed.starts(with: "HTTP/".utf8) {
-      headers.removeAll(keepingCapacity: true)
+      fields.values.removeAll(keepingCapacity: true)
+      fields.contentTypes.removeAll(keepingCapacity: true)
+      fields.lastName = nil
       return
     }
-    guard let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) else { return }
+    if let leading = bytes.first, leading == 0x20 || leading == 0x09, let name = fields.lastName {
+      let more = String(decoding: trimmed, as: UTF8.self)
+      fields.values[name, default: ""] += " " + more
+      if name == "content-type", !fields.contentTypes.isEmpty { fields.contentTypes[fields.contentTypes.count - 1] += " " + more }
+      return
+    }
+    guard let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) else {
+      fields.lastName = nil
+      return
+    }
     let nameBytes = trimmed[..<colon]
     // Header names are ASCII tokens: lower-cased byte by byte; anything else as Unicode does.
     let name =
@@ -230,7 +254,9 @@ final class CurlTransfer: @unchecked Sendable {
     let rest = trimmed[(colon + 1)...]
     let start = rest.firstIndex { $0 != 0x20 && $0 != 0x09 }  // the optional whitespace before a value
     let value = start.map { String(decoding: rest[$0...], as: UTF8.self) } ?? ""
-    headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+    fields.values[name] = fields.values[name].map { "\($0), \(value)" } ?? value
+    if name == "content-type" { fields.contentTypes.append(value) }
+    fields.lastName = name
   }
 
   fileprivate func reportProgress(received: Int64, expected: Int64) -> Bool {
@@ -248,13 +274,22 @@ final class CurlTransfer: @unchecked Sendable {
   /// headers of its own stays on its first origin, and the address must be allowed. False, with
   /// the reason stored on the transfer, when the transfer must stop.
   fileprivate func mayProceed(connectedTo address: [UInt8]?) -> Bool {
-    if let first = headerOrigin {
+    if carriesHeaders {
       let current = currentURL().map(Self.origin(of:)) ?? "an unreadable URL"
+      guard let first = headerOrigin else {
+        headerOrigin = current  // the first request: its URL as libcurl will send it
+        return mayConnect(to: address)
+      }
       if current != first {
         headersWithheld = "\(first) redirected to \(current)"
         return false
       }
     }
+    return mayConnect(to: address)
+  }
+
+  /// The guard's address check (nil: no address to check).
+  private func mayConnect(to address: [UInt8]?) -> Bool {
     lazy var host = currentURL().flatMap { URLComponents(string: $0)?.host }  // only when a check needs it
     if let address, let refusal = policy.refusal(address: address, host: { host }) {
       forbidden = refusal
@@ -276,11 +311,25 @@ final class CurlTransfer: @unchecked Sendable {
   }
 }
 
+/// A response's header fields as their lines arrive (``CurlTransfer/parseHeader(_:into:)``).
+struct HeaderFields: Sendable {
+  /// By lower-cased name; a repeated name's values joined with ", ".
+  var values = [String: String](minimumCapacity: 16)
+  /// Each `Content-Type` line's value, in order: where the response sends more than one, every
+  /// one must pass `accept` (joined, a quote left open in one would hide the comma after it).
+  var contentTypes: [String] = []
+  /// The name of the field line before, which a folded line continues.
+  var lastName: String?
+}
+
 /// What a finished transfer reports.
 struct CurlOutcome: Sendable {
   var code: CURLcode
   var status: Int
   var headers: [String: String]
+  /// Each `Content-Type` line's value (``HeaderFields/contentTypes``); empty when the outcome was
+  /// made from `headers` alone.
+  var contentTypes: [String] = []
   var body: ImageBytes
   var errorText: String
   var effectiveURL: String?
@@ -320,7 +369,8 @@ extension CurlTransfer {
     var httpVersion = 0
     _ = dr_getinfo_long(easy, CURLINFO_HTTP_VERSION, &httpVersion)
     return CurlOutcome(
-      code: code, status: status, headers: headers, body: body.take(), errorText: errorText, effectiveURL: effective,
+      code: code, status: status, headers: fields.values, contentTypes: fields.contentTypes, body: body.take(),
+      errorText: errorText, effectiveURL: effective,
       exceededLimit: exceededLimit, forbidden: forbidden, cancelled: cancelled || isCancelled, headersWithheld: headersWithheld,
       headersTooLarge: headersTooLarge || oversizedHeader, connected: connected, httpVersion: httpVersion,
       spoolFailure: body.spoolFailure, socketFailure: socketFailure)

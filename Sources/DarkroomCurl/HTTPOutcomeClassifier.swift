@@ -118,7 +118,9 @@ struct HTTPOutcomeClassifier {
       return .failure(error, retryable: retryable, retryAfter: retryable ? Self.retryAfter(outcome.headers["retry-after"]) : nil)
     }
     let contentType = outcome.headers["content-type"]
-    if !options.acceptedContentTypes.isEmpty, status != 304, !accepts(contentType) {
+    if !options.acceptedContentTypes.isEmpty, status != 304,
+      !accepts(outcome.contentTypes.isEmpty ? contentType.map { [$0] } ?? [] : outcome.contentTypes)
+    {
       return .failure(
         PipelineError(
           .unsupportedFormat,
@@ -141,12 +143,15 @@ struct HTTPOutcomeClassifier {
     return .success(data)
   }
 
-  /// Whether every media type the response names is accepted. A response that repeats
-  /// `Content-Type` (the values arrive joined by commas) passes only when each of them does:
-  /// `image/png` then `text/html` is not an image.
-  private func accepts(_ contentType: String?) -> Bool {
-    guard let contentType else { return false }
-    return Self.mediaTypes(in: contentType).allSatisfy { type in
+  /// Whether every media type the response names, in each of its `Content-Type` lines, is
+  /// accepted: a response that repeats the field passes only when each does (`image/png` then
+  /// `text/html` is not an image); none is not accepted.
+  private func accepts(_ lines: [String]) -> Bool {
+    !lines.isEmpty && lines.allSatisfy(accepts)
+  }
+
+  private func accepts(_ contentType: String) -> Bool {
+    Self.mediaTypes(in: contentType).allSatisfy { type in
       options.acceptedContentTypes.contains { pattern in
         let wanted = pattern.lowercased()
         if wanted.hasSuffix("/*") { return type.hasPrefix(String(wanted.dropLast())) }

@@ -23,17 +23,18 @@ package enum ResponseInterpretation {
     }
     let head = String(decoding: raw[..<split], as: UTF8.self)
     let body = split + 4 <= raw.count ? Array(raw[(split + 4)...]) : []
-    var headers: [String: String] = [:]
+    var fields = HeaderFields()
     var status = 0
     for line in head.split(separator: "\r\n", omittingEmptySubsequences: false) {
       if line.hasPrefix("HTTP/") {
         let parts = line.split(separator: " ", maxSplits: 2)
         status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
       }
-      CurlTransfer.parseHeader(String(line), into: &headers)
+      CurlTransfer.parseHeader(String(line), into: &fields)
     }
     let outcome = CurlOutcome(
-      code: CURLE_OK, status: status, headers: headers, body: ImageBytes(body), errorText: "", effectiveURL: nil,
+      code: CURLE_OK, status: status, headers: fields.values, contentTypes: fields.contentTypes, body: ImageBytes(body),
+      errorText: "", effectiveURL: nil,
       exceededLimit: body.count > options.maxBytes, forbidden: nil, cancelled: false)
     switch HTTPOutcomeClassifier(options: options, source: source).classify(outcome) {
     case .success(let data):

@@ -219,6 +219,7 @@ struct HTTPTransportTests {
       "/zipped": .gzip(body: image, contentType: "image/jpeg"),
       "/twice": .ok(body: image, headers: [("Content-Type", "image/png"), ("content-type", "text/html")]),
       "/named": .ok(body: image, contentType: #"image/jpeg; name="a,b.jpg""#),
+      "/quoted": .ok(body: image, headers: [("Content-Type", #"image/jpeg; x=""#), ("content-type", "text/html")]),
     ])
     defer { Task { try? await server.shutdown() } }
     let picky = HTTPHarness { $0.acceptedContentTypes = ["image/*"] }
@@ -228,6 +229,8 @@ struct HTTPTransportTests {
     #expect(twice.errorCode == .unsupportedFormat, "\(twice)")
     if case .failure(let error) = twice { #expect(error.message.contains("text/html"), "\(error.message)") }
     #expect(await picky.fetch(server.url("/named")).data != nil, "a comma in a quoted parameter is one type")
+    // A quote left open in the first Content-Type does not hide the second one.
+    #expect(await picky.fetch(server.url("/quoted")).errorCode == .unsupportedFormat)
     let unzipped = try #require(await HTTPHarness().fetch(server.url("/zipped")).data)
     #expect(Array(unzipped.bytes.data) == image)
     #expect(await HTTPHarness().fetch("http://host.invalid/a.jpg").errorCode == .fetchFailed)

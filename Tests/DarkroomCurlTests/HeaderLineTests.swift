@@ -35,6 +35,22 @@ struct HeaderLineTests {
       ])
   }
 
+  @Test("a folded line continues the field before it with one space; each Content-Type line is kept apart")
+  func foldingAndContentTypes() {
+    var fields = HeaderFields()
+    for line in [
+      "HTTP/1.1 302 Found\r\n", "Content-Type: text/html\r\n", "\r\n", "HTTP/1.1 200 OK\r\n", "Content-Type: image/jpeg\r\n",
+      " , text/html\r\n", "X-Long: a\r\n", "\t b \r\n", "Content-Type: image/png; x=\"\r\n", "content-type: text/plain\r\n",
+      "no colon\r\n", " orphan\r\n",
+    ] {
+      CurlTransfer.parseHeader(line, into: &fields)
+    }
+    #expect(fields.contentTypes == ["image/jpeg , text/html", "image/png; x=\"", "text/plain"])
+    #expect(fields.values["content-type"] == "image/jpeg , text/html, image/png; x=\", text/plain")
+    #expect(fields.values["x-long"] == "a b", "a folded line after a line without a colon continues nothing")
+    #expect(fields.values.count == 2)
+  }
+
   @Test("20,000 random ASCII lines read as Foundation read them")
   func randomASCII() {
     let alphabet = Array("aB:  \t\r\nHTTP/1.1 xyz:;,=\"-\u{0B}\u{0C}".unicodeScalars)
