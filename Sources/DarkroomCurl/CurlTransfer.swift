@@ -184,7 +184,7 @@ final class CurlTransfer: @unchecked Sendable {
 
   /// Takes one header line; false (stop the transfer) once the response's headers pass the limit.
   fileprivate func header(_ bytes: UnsafeRawBufferPointer) -> Bool {
-    if bytes.starts(with: "HTTP/".utf8) { headerBytes = 0 }
+    if fields.isStatusLine(bytes) { headerBytes = 0 }
     headerBytes += bytes.count
     guard headerBytes <= Self.maxHeaderBytes else {
       headersTooLarge = true
@@ -219,27 +219,37 @@ final class CurlTransfer: @unchecked Sendable {
   /// string of the whole line first.
   static func parseHeader(_ bytes: UnsafeRawBufferPointer, into fields: inout HeaderFields) {
     func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
-    guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
-      fields.lastName = nil  // the blank line that ends a response's fields
-      return
-    }
-    let trimmed = bytes[first...last]
-    if trimmed.starts(with: "HTTP/".utf8) {
+    // Only the line that opens a response is its status line: a field named `HTTP/1.1`, or a
+    // folded ` HTTP/1.1 200 OK`, wipes nothing.
+    if fields.isStatusLine(bytes) {
       fields.values.removeAll(keepingCapacity: true)
       fields.contentTypes.removeAll(keepingCapacity: true)
       fields.lastName = nil
+      fields.awaitsStatusLine = false
       return
     }
+    fields.awaitsStatusLine = false
+    // A line end alone ends the response's fields (a line of spaces is a fold, which continues
+    // them).
+    guard !bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) else {
+      fields.lastName = nil
+      fields.awaitsStatusLine = true  // a 1xx or a redirect's fields are followed by another response
+      return
+    }
+    let first = bytes.firstIndex { !isSpace($0) }
+    let last = bytes.lastIndex { !isSpace($0) }
     if let leading = bytes.first, leading == 0x20 || leading == 0x09, let name = fields.lastName {
-      let more = String(decoding: trimmed, as: UTF8.self)
+      guard let first, let last else { return }  // a fold of spaces adds nothing
+      let more = String(decoding: bytes[first...last], as: UTF8.self)
       fields.values[name, default: ""] += " " + more
       if name == "content-type", !fields.contentTypes.isEmpty { fields.contentTypes[fields.contentTypes.count - 1] += " " + more }
       return
     }
-    guard let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) else {
+    guard let first, let last, let colon = bytes[first...last].firstIndex(of: UInt8(ascii: ":")) else {
       fields.lastName = nil
       return
     }
+    let trimmed = bytes[first...last]
     let nameBytes = trimmed[..<colon]
     // Header names are ASCII tokens: lower-cased byte by byte; anything else as Unicode does.
     let name =
@@ -320,6 +330,14 @@ struct HeaderFields: Sendable {
   var contentTypes: [String] = []
   /// The name of the field line before, which a folded line continues.
   var lastName: String?
+  /// Whether the next line opens a response: at the start, and after the blank line that ends a
+  /// response's fields (a 1xx, a redirect's).
+  var awaitsStatusLine = true
+
+  /// Whether `line` is a response's status line: `HTTP/` at its very start, where one is awaited.
+  func isStatusLine(_ line: UnsafeRawBufferPointer) -> Bool {
+    awaitsStatusLine && line.starts(with: "HTTP/".utf8)
+  }
 }
 
 /// What a finished transfer reports.

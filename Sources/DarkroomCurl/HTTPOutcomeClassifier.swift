@@ -152,11 +152,27 @@ struct HTTPOutcomeClassifier {
 
   private func accepts(_ contentType: String) -> Bool {
     Self.mediaTypes(in: contentType).allSatisfy { type in
-      options.acceptedContentTypes.contains { pattern in
+      // `type/subtype`, both tokens (RFC 9110): `image/`, `image/ jpeg` or `image/jpeg text/html`
+      // name no image type.
+      guard Self.isMediaType(type) else { return false }
+      return options.acceptedContentTypes.contains { pattern in
         let wanted = pattern.lowercased()
         if wanted.hasSuffix("/*") { return type.hasPrefix(String(wanted.dropLast())) }
         return type == wanted
       }
+    }
+  }
+
+  /// Whether `type` is `type/subtype` of two tokens (RFC 9110's `tchar`s).
+  static func isMediaType(_ type: String) -> Bool {
+    let parts = type.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+    return parts.count == 2 && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy(isTokenByte) }
+  }
+
+  private static func isTokenByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+    default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
     }
   }
 

@@ -9,7 +9,7 @@ struct HeaderLineTests {
   /// The former reading, through Foundation, for lines of ASCII (where the two must agree).
   static func reference(_ line: String, into headers: inout [String: String]) {
     let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
-    if trimmed.hasPrefix("HTTP/") {
+    if line.hasPrefix("HTTP/") {  // a status line starts at the line's start
       headers = [:]
       return
     }
@@ -49,6 +49,27 @@ struct HeaderLineTests {
     #expect(fields.values["content-type"] == "image/jpeg , text/html, image/png; x=\", text/plain")
     #expect(fields.values["x-long"] == "a b", "a folded line after a line without a colon continues nothing")
     #expect(fields.values.count == 2)
+  }
+
+  @Test("a fold of spaces keeps the field open; only a response's first line is its status line")
+  func statusLinesAndBlankFolds() {
+    var fields = HeaderFields()
+    for line in [
+      "HTTP/1.1 200 OK\r\n", "Content-Type: text/html\r\n", " HTTP/1.1 200 OK\r\n", "HTTP/1.1: x\r\n",
+      "Content-Type: image/jpeg\r\n", " \r\n", "\t\r\n", " , text/html\r\n",
+    ] {
+      #expect(!fields.isStatusLine(UnsafeRawBufferPointer(start: nil, count: 0)))
+      CurlTransfer.parseHeader(line, into: &fields)
+    }
+    #expect(fields.contentTypes == ["text/html HTTP/1.1 200 OK", "image/jpeg , text/html"])
+    #expect(fields.values["http/1.1"] == "x")
+    // After the blank line that ends a response's fields, the next line opens the next response.
+    let status = Array("HTTP/1.1 200 OK\r\n".utf8)
+    status.withUnsafeBytes { #expect(!fields.isStatusLine($0)) }
+    CurlTransfer.parseHeader("\r\n", into: &fields)
+    status.withUnsafeBytes { #expect(fields.isStatusLine($0)) }
+    CurlTransfer.parseHeader("HTTP/1.1 200 OK\r\n", into: &fields)
+    #expect(fields.values.isEmpty && fields.contentTypes.isEmpty)
   }
 
   @Test("20,000 random ASCII lines read as Foundation read them")
@@ -91,6 +112,18 @@ struct HeaderValueTests {
     #expect(HTTPOutcomeClassifier.described("") == "an empty content type")
     #expect(HTTPOutcomeClassifier.described(" \t ") == "an empty content type")
     #expect(HTTPOutcomeClassifier.described(" text/html ") == "text/html")
+  }
+
+  @Test("a media type is two tokens around one slash")
+  func mediaTypeTokens() {
+    for good in ["image/jpeg", "image/svg+xml", "application/vnd.x-y_z", "a/b"] {
+      #expect(HTTPOutcomeClassifier.isMediaType(good), "\(good)")
+    }
+    for bad in [
+      "image/", "/jpeg", "image", "image/ jpeg", "image/jpeg text/html", "image/jpeg/x", "image/jp\u{E9}g", "image/jpeg\r", "",
+    ] {
+      #expect(!HTTPOutcomeClassifier.isMediaType(bad), "\(bad.debugDescription)")
+    }
   }
 
   @Test("a Content-Type that came more than once names each of its media types; a quoted comma does not split")
