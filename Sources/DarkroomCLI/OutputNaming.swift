@@ -157,30 +157,9 @@ struct OutputPattern: Hashable {
   var stemPieces: [String?] {
     var values = ["{variant}": variant ?? pipeline, "{pipeline}": pipeline]
     for placeholder in Self.imagePlaceholders { values[placeholder] = "" }
-    var pieces: [String?] = []
-    var literal = directory + "/"
-    var rest = Substring(template)
-    while let open = rest.firstIndex(of: "{") {
-      literal += rest[..<open]
-      guard let close = rest[open...].firstIndex(of: "}") else {
-        literal.append("{")
-        rest = rest[rest.index(after: open)...]
-        continue
-      }
-      let placeholder = String(rest[open...close])
-      if placeholder == "{name}" {
-        pieces += [literal, nil]
-        literal = ""
-      } else if let value = values[placeholder] {
-        literal += value
-      } else {
-        literal.append("{")
-        rest = rest[rest.index(after: open)...]
-        continue
-      }
-      rest = rest[rest.index(after: close)...]
-    }
-    return pieces + [literal + rest]
+    var pieces = Writer.pieces(template, values, leavingOpen: "{name}")
+    pieces[0] = directory + "/" + (pieces[0] ?? "")
+    return pieces
   }
 
   /// The output path for an input named `name` from a pattern's ``stemPieces``, lowercased, with

@@ -22,7 +22,6 @@ final class CurlTransfer: @unchecked Sendable {
   let body: BodyBuffer
   /// The response's header fields as they arrive.
   var fields = HeaderFields()
-  var headers: [String: String] { fields.values }
   var exceededLimit = false
   var forbidden: String?
   /// Whether the request carries headers of its own (a key, a token): they are never sent to
@@ -170,7 +169,7 @@ final class CurlTransfer: @unchecked Sendable {
         body.keepInMemory()
       }
     }
-    if body.count == 0, let length = headers["content-length"].flatMap(Int.init), length > 0, length <= maxBytes {
+    if body.count == 0, let length = fields.values["content-length"].flatMap(Int.init), length > 0, length <= maxBytes {
       // Trust a declared length only so far: a hostile server could make every transfer reserve
       // maxBytes up front. Larger bodies grow as they arrive.
       body.reserve(min(length, 4 << 20))
@@ -345,9 +344,8 @@ struct CurlOutcome: Sendable {
   var code: CURLcode
   var status: Int
   var headers: [String: String]
-  /// Each `Content-Type` line's value (``HeaderFields/contentTypes``); empty when the outcome was
-  /// made from `headers` alone.
-  var contentTypes: [String] = []
+  /// Each `Content-Type` line's value (``HeaderFields/contentTypes``).
+  var contentTypes: [String]
   var body: ImageBytes
   var errorText: String
   var effectiveURL: String?

@@ -118,9 +118,7 @@ struct HTTPOutcomeClassifier {
       return .failure(error, retryable: retryable, retryAfter: retryable ? Self.retryAfter(outcome.headers["retry-after"]) : nil)
     }
     let contentType = outcome.headers["content-type"]
-    if !options.acceptedContentTypes.isEmpty, status != 304,
-      !accepts(outcome.contentTypes.isEmpty ? contentType.map { [$0] } ?? [] : outcome.contentTypes)
-    {
+    if !options.acceptedContentTypes.isEmpty, status != 304, !accepts(outcome.contentTypes) {
       return .failure(
         PipelineError(
           .unsupportedFormat,

@@ -26,11 +26,13 @@ package enum ResponseInterpretation {
     var fields = HeaderFields()
     var status = 0
     for line in head.split(separator: "\r\n", omittingEmptySubsequences: false) {
-      if line.hasPrefix("HTTP/") {
+      var text = String(line)
+      // A status line where the parser takes one (not a field named `HTTP/1.1`).
+      if text.withUTF8({ fields.isStatusLine(UnsafeRawBufferPointer($0)) }) {
         let parts = line.split(separator: " ", maxSplits: 2)
         status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
       }
-      CurlTransfer.parseHeader(String(line), into: &fields)
+      CurlTransfer.parseHeader(text, into: &fields)
     }
     let outcome = CurlOutcome(
       code: CURLE_OK, status: status, headers: fields.values, contentTypes: fields.contentTypes, body: ImageBytes(body),

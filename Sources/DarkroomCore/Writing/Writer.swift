@@ -55,19 +55,37 @@ public struct Writer: Stage, ContextSensitiveStage {
   /// never searched for placeholders itself (a pipeline named `p{width}` stays `p{width}`), so the
   /// name does not depend on the order the values are tried in.
   package static func fill(_ template: String, _ values: [String: String]) -> String {
-    var result = ""
+    pieces(template, values).map { $0 ?? "" }.joined()
+  }
+
+  /// `template` read as ``fill(_:_:)`` reads it, cut at each `open` placeholder, which is left
+  /// unfilled (`nil` in its place): the text between them with every other known placeholder
+  /// filled. Without `open`, one piece: the filled template.
+  package static func pieces(_ template: String, _ values: [String: String], leavingOpen open: String? = nil) -> [String?] {
+    var pieces: [String?] = []
+    var literal = ""
     var rest = Substring(template)
-    while let open = rest.firstIndex(of: "{") {
-      result += rest[..<open]
-      guard let close = rest[open...].firstIndex(of: "}"), let value = values[String(rest[open...close])] else {
-        result.append("{")
-        rest = rest[rest.index(after: open)...]
+    while let brace = rest.firstIndex(of: "{") {
+      literal += rest[..<brace]
+      guard let close = rest[brace...].firstIndex(of: "}") else {
+        literal.append("{")
+        rest = rest[rest.index(after: brace)...]
         continue
       }
-      result += value
+      let placeholder = String(rest[brace...close])
+      if placeholder == open {
+        pieces += [literal, nil]
+        literal = ""
+      } else if let value = values[placeholder] {
+        literal += value
+      } else {
+        literal.append("{")
+        rest = rest[rest.index(after: brace)...]
+        continue
+      }
       rest = rest[rest.index(after: close)...]
     }
-    return result + rest
+    return pieces + [literal + rest]
   }
 
   /// Checks a template: it must name a file inside the directory.
